@@ -1,0 +1,152 @@
+/* bankml-cl.h -- the public interface of libbankml-cl: bit-exact 1-bit (Q1_0) matrix products. */
+#ifndef BANKML_CL_H
+#define BANKML_CL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(_WIN32) && defined(BML_BUILDING_LIBRARY)
+#define BML_EXTERN __declspec(dllexport)
+#elif defined(__GNUC__) && __GNUC__ >= 4
+#define BML_EXTERN __attribute__((visibility("default")))
+#else
+#define BML_EXTERN
+#endif
+
+/* ------------------------------------------------------------------------
+ * Errors.  Every fallible call returns 0 or a negative code.  OpenCL's own
+ * cl_int codes (-1 .. -1100) pass through unchanged; bankml-cl's start at
+ * -4000.  bml_strerror() and bml_err_name() know both.
+ * ---------------------------------------------------------------------- */
+#define BML_ERRNO_MAP(XX)                                                       \
+  XX(EINVAL,   -4000, "invalid argument")                                      \
+  XX(ESHAPE,   -4001, "length is not a multiple of the block size")            \
+  XX(ENOMEM,   -4002, "out of memory")                                         \
+  XX(EENV,     -4003, "bad value in an environment variable")                  \
+  XX(ETHREAD,  -4004, "cannot create a thread")                                \
+  XX(EIO,      -4005, "input/output error")                                    \
+  XX(EFORMAT,  -4006, "malformed input")                                       \
+  XX(ENODEV,   -4007, "no usable OpenCL device")                               \
+  XX(EBUILD,   -4008, "OpenCL program build failed")                           \
+  XX(EVERIFY,  -4009, "device did not reproduce the CPU kernel's bits")        \
+  XX(EBUSY,    -4010, "object is in use by another thread")                    \
+  XX(ESTATE,   -4011, "call out of order")                                     \
+  XX(ENOTSUP,  -4012, "not supported here")                                    \
+  XX(ERETIRED, -4013, "device retired after repeated errors")                  \
+  XX(ERANGE,   -4014, "value out of range")
+
+typedef enum {
+#define BML_XX_(name, code, msg) BML_##name = (code),
+  BML_ERRNO_MAP(BML_XX_)
+#undef BML_XX_
+  BML_ERR_FIRST_ = -4000
+} bml_errno;
+
+/* A message for err (0, a bankml-cl code or an OpenCL cl_int).  Never NULL;
+ * the string is static.  Cannot fail. */
+BML_EXTERN const char *bml_strerror(int err);
+/* The symbolic name of err ("BML_ESHAPE", "CL_DEVICE_NOT_FOUND"), or
+ * "unknown error" for a code no one defines.  Static string.  Cannot fail. */
+BML_EXTERN const char *bml_err_name(int err);
+
+/* The library's version, "MAJOR.MINOR.PATCH".  Cannot fail. */
+BML_EXTERN const char *bml_version_string(void);
+
+/* ------------------------------------------------------------------------
+ * Blocks, in ggml's layout byte for byte (half scales stored as IEEE binary16).
+ * ---------------------------------------------------------------------- */
+#define BML_Q1_0_BLOCK 128 /* weights per Q1_0 block */
+#define BML_Q8_0_BLOCK 32  /* activations per Q8_0 block */
+
+/* 128 weights: element j is +d when bit (j % 8) of qs[j / 8] is set, else -d. */
+typedef struct {
+  uint16_t d;
+  uint8_t qs[16];
+} bml_block_q1_0;
+
+/* 32 activations: element j is d * qs[j]. */
+typedef struct {
+  uint16_t d;
+  int8_t qs[32];
+} bml_block_q8_0;
+
+#if defined(__STDC_VERSION__) && __STDC_VERSION__ >= 201112L
+_Static_assert(sizeof(bml_block_q1_0) == 18, "bml_block_q1_0 must be 18 bytes (ggml layout)");
+_Static_assert(sizeof(bml_block_q8_0) == 34, "bml_block_q8_0 must be 34 bytes (ggml layout)");
+#elif defined(__cplusplus) && __cplusplus >= 201103L
+static_assert(sizeof(bml_block_q1_0) == 18, "bml_block_q1_0 must be 18 bytes (ggml layout)");
+static_assert(sizeof(bml_block_q8_0) == 34, "bml_block_q8_0 must be 34 bytes (ggml layout)");
+#endif
+
+/* ------------------------------------------------------------------------
+ * CPU kernels.  The bits are ggml's x86 AVX2 kernel's on every machine and
+ * every path (the arithmetic contract, doc/ARITHMETIC.md).
+ * ---------------------------------------------------------------------- */
+
+/* The dot product of one row of n weights (n/128 blocks) with n activations
+ * (n/32 blocks).  n must be a multiple of 128 and the pointers valid; this
+ * call cannot report errors: on a NULL pointer or bad n it returns NaN. */
+BML_EXTERN float bml_q1_0_dot(const bml_block_q1_0 *w, const bml_block_q8_0 *a, size_t n);
+
+/* out[r] = dot(row r of w, a) for r < rows, on the calling thread.  w is
+ * rows * n/128 blocks, row-major; a is n/32 blocks.  Returns 0, BML_EINVAL
+ * (a NULL pointer) or BML_ESHAPE (n not a positive multiple of 128); on
+ * error out is not written. */
+BML_EXTERN int bml_q1_0_mat_vec(const bml_block_q1_0 *w, size_t rows, size_t n,
+                                const bml_block_q8_0 *a, float *out);
+
+/* Quantizes n floats (a positive multiple of 32) into n/32 Q8_0 blocks, bit
+ * for bit as ggml's x86 AVX2 quantize_row_q8_0.  Returns 0, BML_EINVAL or
+ * BML_ESHAPE; on error out is not written. */
+BML_EXTERN int bml_q8_0_quantize(const float *x, size_t n, bml_block_q8_0 *out);
+
+/* The CPU path the kernels above use: "ref" (portable C), "avx2" or
+ * "avx512", chosen at run time for this CPU (BANKML_CPU_PATH forces one the
+ * CPU can run).  Static string.  Cannot fail. */
+BML_EXTERN const char *bml_cpu_path(void);
+
+/* ------------------------------------------------------------------------
+ * The CPU thread pool: persistent workers, each product split into
+ * contiguous row chunks.  The results are the single-thread bits for every
+ * thread count.  A pool is driven by one thread at a time.
+ * ---------------------------------------------------------------------- */
+typedef struct bml_pool bml_pool;
+
+/* Opens a pool of `threads` threads (the caller counts as one).  threads <= 0
+ * takes BANKML_THREADS when set (a positive integer; anything else is
+ * BML_EENV, and a message naming it is logged), else the online CPUs.
+ * Returns 0 and *out, or BML_EINVAL, BML_EENV, BML_ENOMEM, BML_ETHREAD.
+ * Close with bml_pool_close(). */
+BML_EXTERN int bml_pool_open(int threads, bml_pool **out);
+
+/* The number of threads of p (the caller included).  Cannot fail. */
+BML_EXTERN int bml_pool_threads(const bml_pool *p);
+
+/* bml_q1_0_mat_vec on the pool.  Returns what bml_q1_0_mat_vec returns, or
+ * BML_EBUSY when another thread is driving p. */
+BML_EXTERN int bml_pool_q1_0_mat_vec(bml_pool *p, const bml_block_q1_0 *w, size_t rows,
+                                     size_t n, const bml_block_q8_0 *a, float *out);
+
+/* Stops and frees the pool.  NULL-safe. */
+BML_EXTERN void bml_pool_close(bml_pool *p);
+
+/* ------------------------------------------------------------------------
+ * Logging.  Messages go to stderr with a "bankml-cl: " prefix unless a sink
+ * is set.  BANKML_DEBUG=all or a list of categories (pool,cpu,device,pci,
+ * build,oracle,worker) turns on debug messages.
+ * ---------------------------------------------------------------------- */
+typedef enum { BML_LOG_ERROR = 0, BML_LOG_WARN = 1, BML_LOG_INFO = 2, BML_LOG_DEBUG = 3 } bml_log_level;
+typedef void (*bml_log_fn)(void *ctx, bml_log_level level, const char *category, const char *msg);
+
+/* Sets the sink for every later message (NULL restores stderr).  Not
+ * thread-safe against concurrent logging; set it before other calls. */
+BML_EXTERN void bml_log_set_sink(bml_log_fn fn, void *ctx);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* BANKML_CL_H */

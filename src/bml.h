@@ -1,0 +1,130 @@
+/* bml.h -- internals shared across libbankml-cl's source files (never installed). */
+#ifndef BML_INTERNAL_H
+#define BML_INTERNAL_H
+
+#include <config.h>
+
+#include "bankml-cl.h"
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define BML_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+
+#if defined(__GNUC__)
+#define BML_PRINTF(f, a) __attribute__((format(printf, f, a)))
+#else
+#define BML_PRINTF(f, a)
+#endif
+
+/* ---- logging (log.c) ---------------------------------------------------- */
+/* Categories for BANKML_DEBUG. */
+enum {
+  BML_CAT_POOL = 1u << 0,
+  BML_CAT_CPU = 1u << 1,
+  BML_CAT_DEVICE = 1u << 2,
+  BML_CAT_PCI = 1u << 3,
+  BML_CAT_BUILD = 1u << 4,
+  BML_CAT_ORACLE = 1u << 5,
+  BML_CAT_WORKER = 1u << 6,
+  BML_CAT_ENV = 1u << 7,
+};
+void bml__log(bml_log_level level, unsigned cat, const char *fmt, ...) BML_PRINTF(3, 4);
+void bml__vlog(bml_log_level level, unsigned cat, const char *fmt, va_list ap);
+bool bml__debug_on(unsigned cat);
+#define bml__error(cat, ...) bml__log(BML_LOG_ERROR, (cat), __VA_ARGS__)
+#define bml__warn(cat, ...) bml__log(BML_LOG_WARN, (cat), __VA_ARGS__)
+#define bml__info(cat, ...) bml__log(BML_LOG_INFO, (cat), __VA_ARGS__)
+#define bml__debug(cat, ...) \
+  do { if (bml__debug_on(cat)) bml__log(BML_LOG_DEBUG, (cat), __VA_ARGS__); } while (0)
+
+/* ---- environment (env.c): every getenv of the library lives there -------- */
+/* Each returns 0 when the variable is unset or empty (leaving *out at its
+ * default), 0 with *out set for a good value, or BML_EENV for a bad one
+ * (after logging an error that names the variable and the value). */
+int bml__env_threads(int *out);      /* BANKML_THREADS: 1..4096 */
+int bml__env_cpu_path(const char **out); /* BANKML_CPU_PATH: a kernel name, validated by cpu.c */
+unsigned bml__env_debug(void);       /* BANKML_DEBUG: categories; junk names warn once */
+/* Strict parsers, shared with the command's option parsing. */
+int bml__parse_long(const char *s, long lo, long hi, long *out);
+int bml__parse_double(const char *s, double lo, double hi, double *out);
+
+/* ---- halves (exact conversions) ------------------------------------------ */
+float bml__half_to_float(uint16_t h);          /* exact, every value incl. inf/NaN */
+uint16_t bml__float_to_half(float f);          /* round to nearest even, like F16C */
+/* All 65536 halves as floats (256 KiB, built once): a SIMD kernel turns a
+ * scale into a broadcast with one load.  Cannot fail. */
+const float *bml__half_table(void);
+
+/* ---- CPU kernels (cpu.c dispatches) ------------------------------------- */
+/* One implementation of the Q1_0 x Q8_0 mat-vec.  prep() turns the
+ * activation into whatever the path wants (once per product, shared by every
+ * thread); rows() computes a run of rows from it.  Both get n already
+ * checked (a positive multiple of 128). */
+typedef struct bml__q1_0_kernel {
+  const char *name;                      /* "ref", "avx2", "avx512" */
+  bool (*supported)(void);               /* does this CPU run it? */
+  size_t (*prep_size)(size_t n);         /* scratch bytes for prep (64-byte aligned) */
+  void (*prep)(const bml_block_q8_0 *a, size_t n, void *scratch);
+  void (*rows)(const bml_block_q1_0 *w, size_t rows, size_t n, const bml_block_q8_0 *a,
+               const void *scratch, float *out);
+} bml__q1_0_kernel;
+
+/* The kernels compiled into this build, best last; NULL-terminated. */
+const bml__q1_0_kernel *const *bml__q1_0_kernels(void);
+/* The kernel in use: the one forced by bml__q1_0_kernel_force() or
+ * BANKML_CPU_PATH, else the best this CPU supports.  Never NULL. */
+const bml__q1_0_kernel *bml__q1_0_kernel_active(void);
+/* Forces a kernel by name for tests and benchmarks (NULL: back to automatic).
+ * Returns 0, BML_EINVAL (no such kernel in this build) or BML_ENOTSUP (this
+ * CPU cannot run it).  Not thread-safe against running products. */
+int bml__q1_0_kernel_force(const char *name);
+
+extern const bml__q1_0_kernel bml__q1_0_ref;
+#ifdef BML_HAVE_AVX2
+extern const bml__q1_0_kernel bml__q1_0_avx2;
+#endif
+#ifdef BML_HAVE_AVX512
+extern const bml__q1_0_kernel bml__q1_0_avx512;
+#endif
+
+/* The portable reference dot product of one row (nb = n/128 blocks). */
+float bml__q1_0_dot_ref(const bml_block_q1_0 *w, const bml_block_q8_0 *a, size_t nb);
+
+/* Checks the arguments every mat-vec entry point shares. */
+int bml__q1_0_check(const void *w, size_t n, const void *a, const void *out);
+
+/* Runs kernel k over rows [0, rows) on the calling thread, with its own scratch. */
+int bml__q1_0_run(const bml__q1_0_kernel *k, const bml_block_q1_0 *w, size_t rows, size_t n,
+                  const bml_block_q8_0 *a, float *out);
+
+/* Aligned scratch (64 bytes).  Free with bml__aligned_free (NULL-safe). */
+void *bml__aligned_alloc(size_t size);
+void bml__aligned_free(void *p);
+
+/* ---- deterministic data (gen.c) for the oracle and the tests ----------- */
+uint64_t bml__xorshift64(uint64_t *state); /* x ^= x<<13; x ^= x>>7; x ^= x<<17 */
+/* rows x n random weights: random-sign scales in [2^-10, 4) with the special
+ * scales +0, -0, 0x0001 and 0x7bff among them; or, layer-shaped, 0.01..0.05. */
+void bml__gen_q1_0(uint64_t *state, bml_block_q1_0 *w, size_t rows, size_t n, bool layer);
+/* n activations: random quants with all -128 and all +127 blocks among them;
+ * or, layer-shaped, gaussians scaled per block by 2^U(-8,8), quantized.
+ * Returns 0 or BML_ENOMEM. */
+int bml__gen_q8_0(uint64_t *state, bml_block_q8_0 *a, size_t n, bool layer);
+
+/* ---- notes: the non-fatal findings a listing carries (util.c) ------------ */
+typedef struct {
+  char **items;
+  size_t len, cap;
+} bml__notes;
+/* Appends a formatted note; on memory exhaustion the note is dropped.
+ * Cannot fail. */
+void bml__notes_add(bml__notes *n, const char *fmt, ...) BML_PRINTF(2, 3);
+void bml__notes_free(bml__notes *n); /* NULL-safe; leaves n empty */
+
+/* Monotonic clock in seconds. */
+double bml__now(void);
+
+#endif /* BML_INTERNAL_H */

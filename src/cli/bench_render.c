@@ -1,0 +1,127 @@
+/* bench_render.c -- the one place `bankml-cl bench` writes results: a table or one JSON object. */
+#define _POSIX_C_SOURCE 200809L
+
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "bankml-cl.h"
+#include "bench.h"
+
+int bench_report_add(struct bench_report *rep, const struct bench_row *row) {
+  if (rep->nrows == rep->cap) {
+    size_t cap = rep->cap ? rep->cap * 2 : 32;
+    struct bench_row *rows = realloc(rep->rows, cap * sizeof *rows);
+    if (!rows) return BML_ENOMEM;
+    rep->rows = rows;
+    rep->cap = cap;
+  }
+  rep->rows[rep->nrows++] = *row;
+  return 0;
+}
+
+void bench_report_free(struct bench_report *rep) {
+  if (!rep) return;
+  free(rep->rows);
+  rep->rows = NULL;
+  rep->nrows = rep->cap = 0;
+}
+
+/* t as UTC: ISO 8601 for machines, or with a space and "UTC" for people. */
+static void format_time(time_t t, bool iso, char *buf, size_t size) {
+  struct tm tm;
+  size_t len = 0;
+  if (gmtime_r(&t, &tm))
+    len = iso ? strftime(buf, size, "%Y-%m-%dT%H:%M:%SZ", &tm)
+              : strftime(buf, size, "%Y-%m-%d %H:%M:%S UTC", &tm);
+  if (len == 0) snprintf(buf, size, "unknown");
+}
+
+static void format_shape(const struct bench_row *row, char *buf, size_t size) {
+  snprintf(buf, size, "%zux%zu", row->rows, row->n);
+}
+
+static int write_error(void) {
+  fprintf(stderr, "bankml-cl bench: cannot write the results\n");
+  return BML_EIO;
+}
+
+/* ---- text ---------------------------------------------------------------- */
+
+static void text_header(const struct bench_report *rep, FILE *f) {
+  char date[32];
+  format_time(rep->started, false, date, sizeof date);
+  fprintf(f,
+          "bankml-cl %s bench --%s, %s: CPU path %s, %d CPUs online, median and min of %ld runs "
+          "after %ld warm-up, caches flushed by %s\n",
+          bml_version_string(), rep->modes, date, rep->cpu_path, rep->threads_available, rep->runs,
+          rep->warmup, rep->flush);
+}
+
+int bench_render_text(const struct bench_report *rep, FILE *f) {
+  /* A mode column only once there is more than one mode to tell apart. */
+  int with_mode = strchr(rep->modes, ',') != NULL;
+  int shape_w = (int)strlen("shape");
+  char shape[48];
+  for (size_t i = 0; i < rep->nrows; i++) {
+    format_shape(&rep->rows[i], shape, sizeof shape);
+    if ((int)strlen(shape) > shape_w) shape_w = (int)strlen(shape);
+  }
+  text_header(rep, f);
+  if (with_mode) fprintf(f, "%-6s", "mode");
+  fprintf(f, "%-*s %7s  %-7s %11s %11s %9s  %s\n", shape_w, "shape", "threads", "cache",
+          "median ms", "min ms", "GB/s", "exact");
+  for (size_t i = 0; i < rep->nrows; i++) {
+    const struct bench_row *r = &rep->rows[i];
+    format_shape(r, shape, sizeof shape);
+    if (with_mode) fprintf(f, "%-6s", r->mode);
+    fprintf(f, "%-*s %7d  %-7s %11.4f %11.4f %9.2f  %s\n", shape_w, shape, r->threads, r->cache,
+            r->median_ms, r->min_ms, r->gbps, r->exact ? "yes" : "NO");
+  }
+  return ferror(f) ? write_error() : 0;
+}
+
+/* ---- JSON ---------------------------------------------------------------- */
+
+static json_t *json_row(const struct bench_row *r) {
+  char shape[48];
+  format_shape(r, shape, sizeof shape);
+  return json_pack("{s:s, s:s, s:I, s:I, s:i, s:s, s:f, s:f, s:f, s:I, s:b}", "mode", r->mode,
+                   "shape", shape, "rows", (json_int_t)r->rows, "n", (json_int_t)r->n, "threads",
+                   r->threads, "cache", r->cache, "median_ms", r->median_ms, "min_ms", r->min_ms,
+                   "gbps", r->gbps, "weight_bytes", (json_int_t)r->weight_bytes, "exact", r->exact);
+}
+
+static json_t *json_report(const struct bench_report *rep) {
+  json_t *results = json_array();
+  for (size_t i = 0; results && i < rep->nrows; i++) {
+    if (json_array_append_new(results, json_row(&rep->rows[i])) != 0) {
+      json_decref(results);
+      return NULL;
+    }
+  }
+  if (!results) return NULL;
+  char date[32];
+  format_time(rep->started, true, date, sizeof date);
+  /* "o" hands results over to the object, even when json_pack fails. */
+  return json_pack("{s:i, s:s, s:s, s:s, s:s, s:s, s:i, s:I, s:I, s:o}", "schema", 1,
+                   "bankml_cl_version", bml_version_string(), "date", date, "mode", rep->modes,
+                   "cpu_path", rep->cpu_path, "cache_flush", rep->flush, "threads_available",
+                   rep->threads_available, "runs", (json_int_t)rep->runs, "warmup",
+                   (json_int_t)rep->warmup, "results", results);
+}
+
+int bench_render_json(const struct bench_report *rep, FILE *f) {
+  json_t *root = json_report(rep);
+  char *text = root ? json_dumps(root, JSON_INDENT(2) | JSON_REAL_PRECISION(6)) : NULL;
+  json_decref(root);
+  if (!text) {
+    fprintf(stderr, "bankml-cl bench: cannot build the JSON report: %s\n",
+            bml_strerror(BML_ENOMEM));
+    return BML_ENOMEM;
+  }
+  fprintf(f, "%s\n", text);
+  free(text);
+  return ferror(f) ? write_error() : 0;
+}

@@ -1,0 +1,31 @@
+/* cli.h -- what the bankml-cl command's files share: exit codes, subcommands, argument parsing. */
+#ifndef BML_CLI_H
+#define BML_CLI_H
+
+/* Exit status of the command; bankml-cl(1) documents each value under EXIT STATUS. */
+enum cli_exit {
+  CLI_EXIT_OK = 0,    /* done, every check passed */
+  CLI_EXIT_CHECK = 1, /* ran, but a check failed (bench: a result was not bit-exact) */
+  CLI_EXIT_USAGE = 2, /* bad option, argument or environment variable; nothing ran */
+  CLI_EXIT_ERROR = 3, /* could not run: out of memory, no threads, a failed write */
+};
+
+/* Subcommands: argv[0] is the subcommand's name; the return value is an enum cli_exit. */
+int cmd_bench(int argc, char **argv);
+
+/* Parses all of s as a decimal whole number in lo..hi: digits only, no sign,
+ * no space.  Returns 0 and *out, BML_EINVAL (not a number) or BML_ERANGE. */
+int cli_parse_long(const char *s, long lo, long hi, long *out);
+
+/* As cli_parse_long, but for the digits at the start of s; *end is set just
+ * past them (the caller checks what follows). */
+int cli_parse_long_prefix(const char *s, long lo, long hi, long *out, const char **end);
+
+/* Reports a getopt_long failure (c is '?' or ':') on stderr, naming the
+ * option, as "bankml-cl CMD: ...".  Returns CLI_EXIT_USAGE. */
+int cli_option_error(const char *cmd, int c, char **argv);
+
+/* Resets getopt_long so a subcommand can scan its own argv. */
+void cli_getopt_reset(void);
+
+#endif /* BML_CLI_H */

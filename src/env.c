@@ -1,0 +1,76 @@
+/* env.c -- every environment variable libbankml-cl reads, parsed strictly in one place. */
+#include "bml.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+unsigned bml__debug_category(const char *name, size_t len);
+
+int bml__parse_long(const char *s, long lo, long hi, long *out) {
+  if (!s || !*s) return BML_EINVAL;
+  char *end = NULL;
+  errno = 0;
+  long v = strtol(s, &end, 10);
+  if (errno != 0 || end == s || *end != '\0' || s[0] == ' ' || s[0] == '\t') return BML_EINVAL;
+  if (v < lo || v > hi) return BML_ERANGE;
+  *out = v;
+  return 0;
+}
+
+int bml__parse_double(const char *s, double lo, double hi, double *out) {
+  if (!s || !*s) return BML_EINVAL;
+  char *end = NULL;
+  errno = 0;
+  double v = strtod(s, &end);
+  if (errno != 0 || end == s || *end != '\0' || s[0] == ' ' || s[0] == '\t' || !isfinite(v))
+    return BML_EINVAL;
+  if (v < lo || v > hi) return BML_ERANGE;
+  *out = v;
+  return 0;
+}
+
+/* The value of name, or NULL when unset or empty. */
+static const char *env_value(const char *name) {
+  const char *v = getenv(name);
+  return v && *v ? v : NULL;
+}
+
+int bml__env_threads(int *out) {
+  const char *v = env_value("BANKML_THREADS");
+  if (!v) return 0;
+  long n;
+  int rc = bml__parse_long(v, 1, 4096, &n);
+  if (rc != 0) {
+    bml__error(BML_CAT_ENV, "BANKML_THREADS=\"%s\": %s (expected a whole number of threads, 1 to 4096)",
+               v, rc == BML_ERANGE ? "out of range" : "not a number");
+    return BML_EENV;
+  }
+  *out = (int)n;
+  return 0;
+}
+
+int bml__env_cpu_path(const char **out) {
+  const char *v = env_value("BANKML_CPU_PATH");
+  if (v) *out = v;
+  return 0;
+}
+
+unsigned bml__env_debug(void) {
+  const char *v = env_value("BANKML_DEBUG");
+  if (!v) return 0;
+  if (strcmp(v, "all") == 0 || strcmp(v, "1") == 0) return ~0u;
+  unsigned mask = 0;
+  for (const char *p = v; *p;) {
+    size_t len = strcspn(p, ",");
+    unsigned cat = bml__debug_category(p, len);
+    if (cat == 0 && len > 0)
+      bml__warn(BML_CAT_ENV, "BANKML_DEBUG=\"%s\": unknown category \"%.*s\" ignored "
+                "(known: all, pool, cpu, device, pci, build, oracle, worker, env)", v, (int)len, p);
+    mask |= cat;
+    p += len;
+    if (*p == ',') p++;
+  }
+  return mask;
+}

@@ -1,0 +1,65 @@
+/* log.c -- the one place bankml-cl's messages go through: levels, categories, a settable sink. */
+#include "bml.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+static bml_log_fn sink_fn;
+static void *sink_ctx;
+static pthread_once_t debug_once = PTHREAD_ONCE_INIT;
+static unsigned debug_mask;
+
+static const struct {
+  unsigned cat;
+  const char *name;
+} categories[] = {
+    {BML_CAT_POOL, "pool"},     {BML_CAT_CPU, "cpu"},     {BML_CAT_DEVICE, "device"},
+    {BML_CAT_PCI, "pci"},       {BML_CAT_BUILD, "build"}, {BML_CAT_ORACLE, "oracle"},
+    {BML_CAT_WORKER, "worker"}, {BML_CAT_ENV, "env"},
+};
+
+static const char *category_name(unsigned cat) {
+  for (size_t i = 0; i < BML_ARRAY_SIZE(categories); i++)
+    if (categories[i].cat == cat) return categories[i].name;
+  return "general";
+}
+
+/* Exposed to env.c, which parses BANKML_DEBUG against the same table. */
+unsigned bml__debug_category(const char *name, size_t len);
+unsigned bml__debug_category(const char *name, size_t len) {
+  for (size_t i = 0; i < BML_ARRAY_SIZE(categories); i++)
+    if (strlen(categories[i].name) == len && strncmp(categories[i].name, name, len) == 0)
+      return categories[i].cat;
+  return 0;
+}
+
+static void load_debug(void) { debug_mask = bml__env_debug(); }
+
+bool bml__debug_on(unsigned cat) {
+  pthread_once(&debug_once, load_debug);
+  return (debug_mask & cat) != 0;
+}
+
+void bml_log_set_sink(bml_log_fn fn, void *ctx) {
+  sink_fn = fn;
+  sink_ctx = ctx;
+}
+
+void bml__vlog(bml_log_level level, unsigned cat, const char *fmt, va_list ap) {
+  char msg[2048];
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  if (sink_fn) {
+    sink_fn(sink_ctx, level, category_name(cat), msg);
+    return;
+  }
+  static const char *const prefix[] = {"error: ", "warning: ", "", "debug: "};
+  fprintf(stderr, "bankml-cl: %s%s\n", prefix[level], msg);
+}
+
+void bml__log(bml_log_level level, unsigned cat, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  bml__vlog(level, cat, fmt, ap);
+  va_end(ap);
+}

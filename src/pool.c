@@ -1,0 +1,275 @@
+/* pool.c -- the CPU thread pool: persistent workers that each compute one contiguous chunk of rows. */
+#include "bml.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define cpu_relax() _mm_pause()
+#elif defined(__aarch64__)
+#define cpu_relax() __asm__ __volatile__("yield")
+#else
+#define cpu_relax() ((void)0)
+#endif
+
+/* A worker spins this long for the next job (or the caller for the end of
+ * one) before it sleeps: products arrive back to back during inference, and
+ * a futex wake costs more than a short product. */
+#define SPIN_SECONDS 200e-6
+
+/* Rows per chunk boundary: 16 floats are one 64-byte line of output, so no
+ * two threads write the same line. */
+#define CHUNK_ALIGN 16
+
+typedef void (*job_fn)(void *ctx, int tid, int nthreads);
+
+struct bml_pool {
+  int nthreads;
+  pthread_t *threads; /* nthreads - 1 workers; the caller is thread 0 */
+  pthread_mutex_t mu;
+  pthread_cond_t work_cv;
+  pthread_cond_t done_cv;
+  atomic_uint gen;     /* bumped for each job */
+  atomic_int pending;  /* workers still in the current job */
+  atomic_bool stop;
+  atomic_flag driving; /* one thread drives the pool at a time */
+  job_fn fn;           /* the current job, written before gen is bumped */
+  void *ctx;
+  void *scratch;       /* activation scratch of the mat-vec jobs */
+  size_t scratch_size;
+};
+
+typedef struct {
+  struct bml_pool *pool;
+  int tid;
+} worker_arg;
+
+static bool spin_until_changed(atomic_uint *v, unsigned seen) {
+  double until = bml__now() + SPIN_SECONDS;
+  for (unsigned i = 0;; i++) {
+    if (atomic_load_explicit(v, memory_order_acquire) != seen) return true;
+    if ((i & 63) == 63 && bml__now() > until) return false;
+    cpu_relax();
+  }
+}
+
+static unsigned wait_for_job(struct bml_pool *p, unsigned seen) {
+  if (!spin_until_changed(&p->gen, seen)) {
+    pthread_mutex_lock(&p->mu);
+    while (atomic_load(&p->gen) == seen && !atomic_load(&p->stop))
+      pthread_cond_wait(&p->work_cv, &p->mu);
+    pthread_mutex_unlock(&p->mu);
+  }
+  return atomic_load_explicit(&p->gen, memory_order_acquire);
+}
+
+static void finish_job(struct bml_pool *p) {
+  if (atomic_fetch_sub_explicit(&p->pending, 1, memory_order_acq_rel) == 1) {
+    pthread_mutex_lock(&p->mu);
+    pthread_cond_broadcast(&p->done_cv);
+    pthread_mutex_unlock(&p->mu);
+  }
+}
+
+static void *worker_main(void *arg) {
+  worker_arg wa = *(worker_arg *)arg;
+  free(arg);
+  struct bml_pool *p = wa.pool;
+  unsigned seen = 0;
+  for (;;) {
+    seen = wait_for_job(p, seen);
+    if (atomic_load(&p->stop)) break;
+    p->fn(p->ctx, wa.tid, p->nthreads);
+    finish_job(p);
+  }
+  return NULL;
+}
+
+static void wait_for_workers(struct bml_pool *p) {
+  double until = bml__now() + SPIN_SECONDS;
+  for (unsigned i = 0; atomic_load_explicit(&p->pending, memory_order_acquire) != 0; i++) {
+    if ((i & 63) == 63 && bml__now() > until) {
+      pthread_mutex_lock(&p->mu);
+      while (atomic_load(&p->pending) != 0) pthread_cond_wait(&p->done_cv, &p->mu);
+      pthread_mutex_unlock(&p->mu);
+      return;
+    }
+    cpu_relax();
+  }
+}
+
+/* Runs fn(ctx, tid, nthreads) on every thread of the pool, the caller as
+ * tid 0, and returns when all are done. */
+static void pool_run(struct bml_pool *p, job_fn fn, void *ctx) {
+  if (p->nthreads == 1) {
+    fn(ctx, 0, 1);
+    return;
+  }
+  p->fn = fn;
+  p->ctx = ctx;
+  atomic_store_explicit(&p->pending, p->nthreads - 1, memory_order_relaxed);
+  pthread_mutex_lock(&p->mu);
+  atomic_fetch_add_explicit(&p->gen, 1, memory_order_release);
+  pthread_cond_broadcast(&p->work_cv);
+  pthread_mutex_unlock(&p->mu);
+  fn(ctx, 0, p->nthreads);
+  wait_for_workers(p);
+}
+
+static int resolve_threads(int threads, int *out) {
+  if (threads > 0) {
+    *out = threads;
+    return 0;
+  }
+  int n = 0;
+  int rc = bml__env_threads(&n);
+  if (rc != 0) return rc;
+  if (n <= 0) {
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    n = cpus > 0 ? (int)(cpus > 1024 ? 1024 : cpus) : 1;
+  }
+  *out = n;
+  return 0;
+}
+
+static void stop_workers(struct bml_pool *p, int started) {
+  pthread_mutex_lock(&p->mu);
+  atomic_store(&p->stop, true);
+  atomic_fetch_add(&p->gen, 1);
+  pthread_cond_broadcast(&p->work_cv);
+  pthread_mutex_unlock(&p->mu);
+  for (int i = 0; i < started; i++) pthread_join(p->threads[i], NULL);
+}
+
+/* Workers start with every signal blocked: signals belong to the
+ * application's own threads. */
+static int start_workers(struct bml_pool *p, int *started) {
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  int rc = 0;
+  for (*started = 0; *started < p->nthreads - 1; (*started)++) {
+    worker_arg *wa = malloc(sizeof *wa);
+    if (!wa) { rc = BML_ENOMEM; break; }
+    wa->pool = p;
+    wa->tid = *started + 1;
+    int err = pthread_create(&p->threads[*started], NULL, worker_main, wa);
+    if (err != 0) {
+      free(wa);
+      bml__error(BML_CAT_POOL, "pthread_create: %s (thread %d of %d)", strerror(err),
+                 *started + 2, p->nthreads);
+      rc = BML_ETHREAD;
+      break;
+    }
+  }
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  return rc;
+}
+
+static void free_pool(struct bml_pool *p) {
+  pthread_cond_destroy(&p->done_cv);
+  pthread_cond_destroy(&p->work_cv);
+  pthread_mutex_destroy(&p->mu);
+  bml__aligned_free(p->scratch);
+  free(p->threads);
+  free(p);
+}
+
+int bml_pool_open(int threads, bml_pool **out) {
+  if (!out) return BML_EINVAL;
+  *out = NULL;
+  int n;
+  int rc = resolve_threads(threads, &n);
+  if (rc != 0) return rc;
+  if (n > 1024) return BML_ERANGE;
+  struct bml_pool *p = calloc(1, sizeof *p);
+  if (!p) return BML_ENOMEM;
+  p->nthreads = n;
+  atomic_flag_clear(&p->driving);
+  p->threads = calloc((size_t)n, sizeof *p->threads);
+  if (!p->threads) {
+    free(p);
+    return BML_ENOMEM;
+  }
+  pthread_mutex_init(&p->mu, NULL);
+  pthread_cond_init(&p->work_cv, NULL);
+  pthread_cond_init(&p->done_cv, NULL);
+  int started = 0;
+  rc = start_workers(p, &started);
+  if (rc != 0) {
+    stop_workers(p, started);
+    free_pool(p);
+    return rc;
+  }
+  bml__debug(BML_CAT_POOL, "pool of %d threads", n);
+  *out = p;
+  return 0;
+}
+
+void bml_pool_close(bml_pool *p) {
+  if (!p) return;
+  stop_workers(p, p->nthreads - 1);
+  free_pool(p);
+}
+
+int bml_pool_threads(const bml_pool *p) { return p ? p->nthreads : 0; }
+
+/* ---- the Q1_0 mat-vec job ------------------------------------------------ */
+
+typedef struct {
+  const bml__q1_0_kernel *k;
+  const bml_block_q1_0 *w;
+  size_t rows, n;
+  const bml_block_q8_0 *a;
+  const void *scratch;
+  float *out;
+} mat_vec_job;
+
+/* Row `t` of `nthreads` chunk boundaries, on CHUNK_ALIGN rows. */
+static size_t chunk_start(size_t rows, int t, int nthreads) {
+  if (t >= nthreads) return rows;
+  size_t units = (rows + CHUNK_ALIGN - 1) / CHUNK_ALIGN;
+  size_t start = units * (size_t)t / (size_t)nthreads * CHUNK_ALIGN;
+  return start < rows ? start : rows;
+}
+
+static void mat_vec_chunk(void *ctx, int tid, int nthreads) {
+  const mat_vec_job *j = ctx;
+  size_t r0 = chunk_start(j->rows, tid, nthreads);
+  size_t r1 = chunk_start(j->rows, tid + 1, nthreads);
+  if (r1 > r0)
+    j->k->rows(j->w + r0 * (j->n / BML_Q1_0_BLOCK), r1 - r0, j->n, j->a, j->scratch, j->out + r0);
+}
+
+static int ensure_scratch(struct bml_pool *p, size_t need) {
+  if (need <= p->scratch_size && p->scratch) return 0;
+  void *s = bml__aligned_alloc(need);
+  if (!s) return BML_ENOMEM;
+  bml__aligned_free(p->scratch);
+  p->scratch = s;
+  p->scratch_size = need;
+  return 0;
+}
+
+int bml_pool_q1_0_mat_vec(bml_pool *p, const bml_block_q1_0 *w, size_t rows, size_t n,
+                          const bml_block_q8_0 *a, float *out) {
+  if (!p) return BML_EINVAL;
+  int rc = bml__q1_0_check(w, n, a, out);
+  if (rc != 0 || rows == 0) return rc;
+  if (atomic_flag_test_and_set_explicit(&p->driving, memory_order_acquire)) return BML_EBUSY;
+  mat_vec_job j = {bml__q1_0_kernel_active(), w, rows, n, a, NULL, out};
+  rc = ensure_scratch(p, j.k->prep_size(n));
+  if (rc == 0) {
+    j.k->prep(a, n, p->scratch);
+    j.scratch = p->scratch;
+    pool_run(p, mat_vec_chunk, &j);
+  }
+  atomic_flag_clear_explicit(&p->driving, memory_order_release);
+  return rc;
+}

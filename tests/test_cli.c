@@ -1,0 +1,286 @@
+/* test_cli.c -- the bankml-cl command as a user runs it: help, version, misuse, bench --json. */
+#include <criterion/criterion.h>
+
+#include <fcntl.h>
+#include <jansson.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "bankml-cl.h"
+
+extern char **environ;
+
+/* What one run of the command left: its exit status and both outputs. */
+struct run {
+  int status; /* the exit status, or 128 + the signal that ended it */
+  char *out, *err;
+};
+
+static char *slurp(int fd) {
+  off_t size = lseek(fd, 0, SEEK_END);
+  cr_assert(size >= 0);
+  char *buf = malloc((size_t)size + 1);
+  cr_assert_not_null(buf);
+  cr_assert_eq(pread(fd, buf, (size_t)size, 0), size);
+  buf[size] = '\0';
+  return buf;
+}
+
+static int temp_file(void) {
+  char name[] = "/tmp/bankml-cl-test-XXXXXX";
+  int fd = mkstemp(name);
+  cr_assert(fd >= 0, "mkstemp failed");
+  unlink(name);
+  return fd;
+}
+
+/* Runs the built command (a libtool wrapper script in the build tree) with
+ * the NULL-terminated args, stdout and stderr captured in files so neither
+ * pipe can fill up and stall it. */
+static struct run run_cli(const char *const *args) {
+  const char *top = getenv("BANKML_TOP_BUILDDIR");
+  cr_assert_not_null(top, "BANKML_TOP_BUILDDIR is not set (run through make check)");
+  char path[4096];
+  snprintf(path, sizeof path, "%s/src/bankml-cl", top);
+  char *argv[32] = {path};
+  size_t argc = 1;
+  for (; args[argc - 1]; argc++) {
+    cr_assert(argc < 31);
+    argv[argc] = (char *)args[argc - 1];
+  }
+  argv[argc] = NULL;
+  int out = temp_file(), err = temp_file();
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, out, STDOUT_FILENO);
+  posix_spawn_file_actions_adddup2(&fa, err, STDERR_FILENO);
+  pid_t pid;
+  cr_assert_eq(posix_spawn(&pid, path, &fa, NULL, argv, environ), 0, "cannot run %s", path);
+  posix_spawn_file_actions_destroy(&fa);
+  int ws;
+  cr_assert_eq(waitpid(pid, &ws, 0), pid);
+  struct run r = {WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + WTERMSIG(ws), slurp(out), slurp(err)};
+  close(out);
+  close(err);
+  return r;
+}
+
+static void run_free(struct run *r) {
+  free(r->out);
+  free(r->err);
+}
+
+#define RUN(...) run_cli((const char *const[]){__VA_ARGS__, NULL})
+
+/* Misuse: exit 2, nothing on stdout, and stderr names what was wrong. */
+static void expect_usage_error(struct run r, const char *named) {
+  cr_expect_eq(r.status, 2, "exit status %d, stderr: %s", r.status, r.err);
+  cr_expect_str_empty(r.out);
+  cr_expect(strstr(r.err, named) != NULL, "stderr does not name '%s': %s", named, r.err);
+  run_free(&r);
+}
+
+/* A thread count from the environment must not steer the runs below. */
+static void clean_environment(void) { unsetenv("BANKML_THREADS"); }
+
+TestSuite(cli, .init = clean_environment, .timeout = 120);
+
+Test(cli, help_lists_bench_and_exits_0) {
+  struct run r = RUN("--help");
+  cr_assert_eq(r.status, 0, "stderr: %s", r.err);
+  cr_expect(strstr(r.out, "usage: bankml-cl") != NULL, "%s", r.out);
+  cr_expect(strstr(r.out, "\n  bench ") != NULL, "bench is not listed: %s", r.out);
+  cr_expect_str_empty(r.err);
+  run_free(&r);
+}
+
+Test(cli, help_command_prints_the_same_help) {
+  struct run a = RUN("--help"), b = RUN("help");
+  cr_expect_eq(b.status, 0);
+  cr_expect(strstr(b.out, "\n  bench ") != NULL, "bench is not listed: %s", b.out);
+  cr_expect_str_eq(a.out, b.out);
+  run_free(&a);
+  run_free(&b);
+}
+
+Test(cli, help_bench_shows_the_bench_options) {
+  struct run r = RUN("help", "bench"), s = RUN("bench", "--help");
+  cr_assert_eq(r.status, 0, "stderr: %s", r.err);
+  cr_expect(strstr(r.out, "--shape") && strstr(r.out, "--threads") && strstr(r.out, "--cpu"), "%s",
+            r.out);
+  cr_expect_eq(s.status, 0);
+  cr_expect_str_eq(r.out, s.out);
+  run_free(&r);
+  run_free(&s);
+}
+
+Test(cli, version_prints_the_library_version) {
+  struct run r = RUN("--version");
+  cr_assert_eq(r.status, 0);
+  char want[64];
+  snprintf(want, sizeof want, "bankml-cl %s\n", bml_version_string());
+  cr_expect_str_eq(r.out, want);
+  unsigned x, y, z;
+  char end;
+  cr_expect_eq(sscanf(r.out, "bankml-cl %u.%u.%u%c", &x, &y, &z, &end), 4, "%s", r.out);
+  cr_expect_eq(end, '\n');
+  run_free(&r);
+}
+
+Test(cli, no_command_is_misuse) {
+  struct run r = RUN(NULL);
+  cr_expect_eq(r.status, 2);
+  cr_expect(strstr(r.err, "usage:") != NULL, "%s", r.err);
+  cr_expect_str_empty(r.out);
+  run_free(&r);
+}
+
+Test(cli, unknown_command_exits_2_naming_it) {
+  expect_usage_error(RUN("frobnicate"), "'frobnicate'");
+}
+
+Test(cli, unknown_help_topic_exits_2_naming_it) {
+  expect_usage_error(RUN("help", "nosuch"), "'nosuch'");
+}
+
+Test(cli, unknown_option_exits_2_naming_it) {
+  expect_usage_error(RUN("--frobnicate"), "'--frobnicate'");
+  expect_usage_error(RUN("-Z"), "'-Z'");
+  expect_usage_error(RUN("bench", "--frobnicate"), "'--frobnicate'");
+  expect_usage_error(RUN("bench", "--quick", "extra"), "'extra'");
+}
+
+Test(cli, option_without_its_value_exits_2_naming_it) {
+  expect_usage_error(RUN("bench", "--shape"), "'--shape'");
+  expect_usage_error(RUN("bench", "--threads"), "'--threads'");
+}
+
+Test(cli, bad_shapes_exit_2_naming_the_value) {
+  const char *bad[] = {"4x100",  "x128",   "0x128",
+                       "128x0",  "128",    "16x128junk",
+                       "-4x128", "4x-128", "99999999999999999999999x128"};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    char named[64];
+    snprintf(named, sizeof named, "\"%s\"", bad[i]);
+    expect_usage_error(RUN("bench", "--quick", "--shape", bad[i]), named);
+  }
+}
+
+Test(cli, bad_thread_lists_exit_2_naming_the_value) {
+  const char *bad[] = {"0", "abc", "1,,2", "2,", "1-", "3-2", "1025", " 1", "+1"};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    char named[64];
+    snprintf(named, sizeof named, "\"%s\"", bad[i]);
+    expect_usage_error(RUN("bench", "--quick", "--threads", bad[i]), named);
+  }
+}
+
+Test(cli, bad_run_counts_exit_2_naming_the_value) {
+  expect_usage_error(RUN("bench", "--runs", "0"), "\"0\"");
+  expect_usage_error(RUN("bench", "--runs", "5x"), "\"5x\"");
+  expect_usage_error(RUN("bench", "--warmup", "-1"), "\"-1\"");
+}
+
+Test(cli, bad_BANKML_THREADS_exits_2_naming_it) {
+  setenv("BANKML_THREADS", "abc", 1);
+  struct run r = RUN("bench", "--cpu", "--quick", "--shape", "128x128", "--threads", "1");
+  cr_expect_eq(r.status, 2, "exit status %d, stderr: %s", r.status, r.err);
+  cr_expect(strstr(r.err, "BANKML_THREADS") != NULL, "%s", r.err);
+  cr_expect(strstr(r.err, bml_strerror(BML_EENV)) != NULL, "%s", r.err);
+  cr_expect_str_empty(r.out);
+  run_free(&r);
+}
+
+static const char *string_of(json_t *obj, const char *key) {
+  json_t *v = json_object_get(obj, key);
+  cr_assert(json_is_string(v), "\"%s\" is not a string", key);
+  return json_string_value(v);
+}
+
+static json_int_t integer_of(json_t *obj, const char *key) {
+  json_t *v = json_object_get(obj, key);
+  cr_assert(json_is_integer(v), "\"%s\" is not an integer", key);
+  return json_integer_value(v);
+}
+
+static double real_of(json_t *obj, const char *key) {
+  json_t *v = json_object_get(obj, key);
+  cr_assert(json_is_number(v), "\"%s\" is not a number", key);
+  return json_number_value(v);
+}
+
+/* One result row of the 256x512 run below; marks (threads, cache) as seen. */
+static void check_row(json_t *row, bool seen[3][2]) {
+  cr_expect_str_eq(string_of(row, "shape"), "256x512");
+  cr_expect_eq(integer_of(row, "rows"), 256);
+  cr_expect_eq(integer_of(row, "n"), 512);
+  cr_expect_eq(integer_of(row, "weight_bytes"), 256 * 512 / 128 * 18);
+  json_int_t t = integer_of(row, "threads");
+  cr_assert(t == 1 || t == 2, "threads %lld", (long long)t);
+  const char *cache = string_of(row, "cache");
+  cr_assert(strcmp(cache, "warm") == 0 || strcmp(cache, "flushed") == 0, "cache %s", cache);
+  seen[t][strcmp(cache, "flushed") == 0] = true;
+  double median = real_of(row, "median_ms"), min = real_of(row, "min_ms");
+  cr_expect(min > 0 && min <= median, "min %g, median %g", min, median);
+  cr_expect(real_of(row, "gbps") > 0);
+  cr_expect(json_is_true(json_object_get(row, "exact")), "a result was not bit-exact");
+}
+
+Test(cli, bench_quick_json_reports_every_measurement_exact) {
+  struct run r =
+      RUN("bench", "--cpu", "--quick", "--json", "--shape", "256x512", "--threads", "1,2");
+  cr_assert_eq(r.status, 0, "exit status %d, stderr: %s", r.status, r.err);
+  cr_expect_str_empty(r.err, "no --verbose, yet stderr has: %s", r.err);
+  json_error_t e;
+  json_t *root = json_loads(r.out, 0, &e);
+  cr_assert_not_null(root, "not JSON (%s at line %d): %s", e.text, e.line, r.out);
+  cr_expect_eq(integer_of(root, "schema"), 1);
+  cr_expect_str_eq(string_of(root, "bankml_cl_version"), bml_version_string());
+  cr_expect_str_eq(string_of(root, "mode"), "cpu");
+  const char *path = string_of(root, "cpu_path");
+  cr_expect(strcmp(path, "ref") == 0 || strcmp(path, "avx2") == 0 || strcmp(path, "avx512") == 0,
+            "cpu_path %s", path);
+  cr_expect_geq(integer_of(root, "threads_available"), 1);
+  cr_expect_eq(integer_of(root, "runs"), 5);
+  json_t *results = json_object_get(root, "results");
+  cr_assert(json_is_array(results));
+  cr_assert_eq(json_array_size(results), 4, "1 shape x 2 thread counts x warm and flushed");
+  bool seen[3][2] = {{false}};
+  for (size_t i = 0; i < json_array_size(results); i++) check_row(json_array_get(results, i), seen);
+  cr_expect(seen[1][0] && seen[1][1] && seen[2][0] && seen[2][1],
+            "a (threads, cache) row is missing");
+  json_decref(root);
+  run_free(&r);
+}
+
+Test(cli, bench_text_is_a_header_and_one_line_per_measurement) {
+  struct run r = RUN("bench", "--quick", "--shape", "128x256", "--shape", "3x128", "--threads", "2",
+                     "--runs", "3");
+  cr_assert_eq(r.status, 0, "exit status %d, stderr: %s", r.status, r.err);
+  cr_expect_str_empty(r.err);
+  int lines = 0, exact = 0;
+  for (const char *p = r.out; (p = strchr(p, '\n')); p++) lines++;
+  for (const char *p = r.out; (p = strstr(p, " yes\n")); p++) exact++;
+  cr_expect_eq(lines, 2 + 4, "header, column names, 2 shapes x warm and flushed:\n%s", r.out);
+  cr_expect_eq(exact, 4, "%s", r.out);
+  cr_expect(strncmp(r.out, "bankml-cl ", 10) == 0 && strstr(r.out, "CPU path ") &&
+                strstr(r.out, "3 runs"),
+            "header: %s", r.out);
+  cr_expect(strstr(r.out, "\n3x128 ") && strstr(r.out, "flushed"), "%s", r.out);
+  run_free(&r);
+}
+
+Test(cli, bench_verbose_reports_progress_on_stderr_only) {
+  struct run r =
+      RUN("bench", "--quick", "--json", "--verbose", "--shape", "128x128", "--threads", "1");
+  cr_assert_eq(r.status, 0, "stderr: %s", r.err);
+  cr_expect(strstr(r.err, "bankml-cl bench: 128x128") != NULL, "%s", r.err);
+  json_t *root = json_loads(r.out, 0, NULL);
+  cr_expect_not_null(root, "stdout is not just the JSON: %s", r.out);
+  json_decref(root);
+  run_free(&r);
+}

@@ -1,0 +1,114 @@
+/* test_pool.c -- the thread pool gives the single-thread bits for every thread count. */
+#include <criterion/criterion.h>
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "bml.h"
+#include "golden.h"
+
+static golden_q1_case *cases;
+static int ncases;
+
+static void load(void) {
+  ncases = golden_load_q1(&cases);
+  cr_assert(ncases > 0, "cannot read the Q1_0 golden file from %s", golden_dir());
+}
+
+static void unload(void) { golden_free_q1(cases, ncases); }
+
+TestSuite(pool, .init = load, .fini = unload);
+
+static void golden_on_pool(int threads) {
+  bml_pool *p = NULL;
+  cr_assert_eq(bml_pool_open(threads, &p), 0);
+  cr_assert_eq(bml_pool_threads(p), threads);
+  for (int i = 0; i < ncases; i++) {
+    float *out = malloc(cases[i].rows * sizeof *out);
+    cr_assert_not_null(out);
+    cr_assert_eq(bml_pool_q1_0_mat_vec(p, cases[i].w, cases[i].rows, cases[i].n, cases[i].a, out), 0);
+    long r = golden_first_difference(cases[i].ref, out, cases[i].rows);
+    cr_expect(r < 0, "%d threads: case %d (%ux%u): row %ld differs", threads, i, cases[i].rows,
+              cases[i].n, r);
+    free(out);
+  }
+  bml_pool_close(p);
+}
+
+Test(pool, golden_on_1_thread) { golden_on_pool(1); }
+Test(pool, golden_on_2_threads) { golden_on_pool(2); }
+Test(pool, golden_on_3_threads) { golden_on_pool(3); }
+Test(pool, golden_on_7_threads) { golden_on_pool(7); }
+
+Test(pool, many_products_back_to_back_equal_single_thread) {
+  const size_t rows = 1000, n = 1024;
+  bml_block_q1_0 *w = malloc(rows * (n / 128) * sizeof *w);
+  bml_block_q8_0 *a = malloc(n / 32 * sizeof *a);
+  float *want = malloc(rows * sizeof *want), *got = malloc(rows * sizeof *got);
+  cr_assert(w && a && want && got);
+  uint64_t seed = 99;
+  bml__gen_q1_0(&seed, w, rows, n, true);
+  cr_assert_eq(bml__gen_q8_0(&seed, a, n, true), 0);
+  cr_assert_eq(bml_q1_0_mat_vec(w, rows, n, a, want), 0);
+  bml_pool *p = NULL;
+  cr_assert_eq(bml_pool_open(3, &p), 0);
+  for (int it = 0; it < 200; it++) {
+    size_t r = (size_t)(it * 37) % rows + 1; /* every kind of chunk boundary */
+    memset(got, 0xff, rows * sizeof *got);
+    cr_assert_eq(bml_pool_q1_0_mat_vec(p, w, r, n, a, got), 0);
+    cr_assert(golden_first_difference(want, got, r) < 0, "iteration %d (%zu rows) differs", it, r);
+    cr_assert_eq(golden_bits(got[r < rows ? r : 0]), r < rows ? 0xffffffffu : golden_bits(want[0]),
+                 "row %zu past the product was written", r);
+  }
+  bml_pool_close(p);
+  free(w), free(a), free(want), free(got);
+}
+
+Test(pool, bad_arguments_are_refused) {
+  bml_pool *p = NULL;
+  cr_assert_eq(bml_pool_open(2, &p), 0);
+  bml_block_q1_0 w[1] = {{0}};
+  bml_block_q8_0 a[4] = {{0}};
+  float out[1] = {7.0f};
+  cr_expect_eq(bml_pool_q1_0_mat_vec(NULL, w, 1, 128, a, out), BML_EINVAL);
+  cr_expect_eq(bml_pool_q1_0_mat_vec(p, NULL, 1, 128, a, out), BML_EINVAL);
+  cr_expect_eq(bml_pool_q1_0_mat_vec(p, w, 1, 100, a, out), BML_ESHAPE);
+  cr_expect(out[0] == 7.0f);
+  cr_expect_eq(bml_pool_open(2, NULL), BML_EINVAL);
+  bml_pool_close(p);
+  bml_pool_close(NULL); /* NULL-safe */
+}
+
+Test(pool, threads_from_environment) {
+  bml_pool *p = NULL;
+  setenv("BANKML_THREADS", "3", 1);
+  cr_assert_eq(bml_pool_open(0, &p), 0);
+  cr_expect_eq(bml_pool_threads(p), 3);
+  bml_pool_close(p);
+  unsetenv("BANKML_THREADS");
+  cr_assert_eq(bml_pool_open(-1, &p), 0);
+  cr_expect(bml_pool_threads(p) >= 1);
+  bml_pool_close(p);
+}
+
+static char logged[4096];
+static void capture(void *ctx, bml_log_level level, const char *cat, const char *msg) {
+  (void)ctx, (void)level, (void)cat;
+  strncat(logged, msg, sizeof logged - strlen(logged) - 1);
+}
+
+Test(pool, bad_thread_counts_in_environment_are_refused_by_name) {
+  static const char *bad[] = {"abc", "0", "-2", "3x", " 4", "99999", "1.5", "0x10"};
+  bml_log_set_sink(capture, NULL);
+  for (size_t i = 0; i < BML_ARRAY_SIZE(bad); i++) {
+    bml_pool *p = (bml_pool *)0x1;
+    logged[0] = '\0';
+    setenv("BANKML_THREADS", bad[i], 1);
+    cr_expect_eq(bml_pool_open(0, &p), BML_EENV, "BANKML_THREADS=\"%s\" accepted", bad[i]);
+    cr_expect_null(p, "out not cleared on error");
+    cr_expect(strstr(logged, "BANKML_THREADS") != NULL, "message does not name the variable: %s", logged);
+    cr_expect(strstr(logged, bad[i]) != NULL, "message does not name the value: %s", logged);
+  }
+  unsetenv("BANKML_THREADS");
+  bml_log_set_sink(NULL, NULL);
+}

@@ -1,0 +1,159 @@
+/* test_q1_0.c -- every CPU path and the public entry points against ggml's golden bits. */
+#include <criterion/criterion.h>
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bml.h"
+#include "golden.h"
+
+static golden_q1_case *cases;
+static int ncases;
+
+static void load(void) {
+  ncases = golden_load_q1(&cases);
+  cr_assert(ncases > 0, "cannot read the Q1_0 golden file from %s", golden_dir());
+}
+
+static void unload(void) {
+  golden_free_q1(cases, ncases);
+  bml__q1_0_kernel_force(NULL);
+}
+
+static void expect_case_bits(int i, const float *got, const char *what) {
+  const golden_q1_case *c = &cases[i];
+  long r = golden_first_difference(c->ref, got, c->rows);
+  cr_expect(r < 0, "%s: case %d (%ux%u, flags %u): row %ld differs (ggml 0x%08x, got 0x%08x)",
+            what, i, c->rows, c->n, c->flags, r, r < 0 ? 0 : golden_bits(c->ref[r]),
+            r < 0 ? 0 : golden_bits(got[r]));
+}
+
+/* Runs every golden case through the CPU path `name`, or skips visibly when
+ * this build or this CPU lacks it. */
+static void golden_through_path(const char *name) {
+  int rc = bml__q1_0_kernel_force(name);
+  if (rc == BML_EINVAL) cr_skip_test("CPU path %s is not built on this architecture", name);
+  if (rc == BML_ENOTSUP) cr_skip_test("this CPU cannot run the %s path", name);
+  cr_assert_eq(rc, 0);
+  cr_assert_str_eq(bml__q1_0_kernel_active()->name, name);
+  for (int i = 0; i < ncases; i++) {
+    float *out = malloc(cases[i].rows * sizeof *out);
+    cr_assert_not_null(out);
+    cr_assert_eq(bml_q1_0_mat_vec(cases[i].w, cases[i].rows, cases[i].n, cases[i].a, out), 0);
+    expect_case_bits(i, out, name);
+    free(out);
+  }
+}
+
+TestSuite(q1_0, .init = load, .fini = unload);
+
+Test(q1_0, golden_file_has_every_regime) {
+  int minus128 = 0, layer = 0, single_block = 0, multi_block = 0;
+  for (int i = 0; i < ncases; i++) {
+    minus128 += cases[i].flags & 1;
+    layer += (cases[i].flags >> 1) & 1;
+    single_block += cases[i].n == 128;
+    multi_block += cases[i].n > 128;
+  }
+  cr_expect(minus128 > 0 && layer > 0 && single_block > 0 && multi_block > 0,
+            "golden file lacks a regime: -128 %d, layer %d, single %d, multi %d", minus128, layer,
+            single_block, multi_block);
+}
+
+Test(q1_0, reference_path_matches_ggml) { golden_through_path("ref"); }
+Test(q1_0, avx2_path_matches_ggml) { golden_through_path("avx2"); }
+Test(q1_0, avx512_path_matches_ggml) { golden_through_path("avx512"); }
+
+Test(q1_0, reference_differs_from_ggml_generic_where_ggml_says_so) {
+  /* The scalar column is another order; our reference must not be it. */
+  long differ = 0;
+  for (int i = 0; i < ncases; i++)
+    for (uint32_t r = 0; r < cases[i].rows; r++)
+      differ += !golden_same_bits(cases[i].ref[r], cases[i].generic[r]);
+  cr_expect(differ > 0, "golden file's two columns never differ: the test would not see an order change");
+}
+
+Test(q1_0, dot_matches_each_row) {
+  for (int i = 0; i < ncases; i++) {
+    size_t nb = cases[i].n / 128;
+    for (uint32_t r = 0; r < cases[i].rows; r += 7) {
+      float got = bml_q1_0_dot(cases[i].w + r * nb, cases[i].a, cases[i].n);
+      cr_expect(golden_same_bits(got, cases[i].ref[r]), "case %d row %u: ggml 0x%08x, got 0x%08x", i,
+                r, golden_bits(cases[i].ref[r]), golden_bits(got));
+    }
+  }
+}
+
+Test(q1_0, one_row_at_a_time_matches) {
+  for (int i = 0; i < ncases; i++) {
+    size_t nb = cases[i].n / 128;
+    float out[1];
+    uint32_t r = cases[i].rows - 1;
+    cr_assert_eq(bml_q1_0_mat_vec(cases[i].w + r * nb, 1, cases[i].n, cases[i].a, out), 0);
+    cr_expect(golden_same_bits(out[0], cases[i].ref[r]), "case %d last row", i);
+  }
+}
+
+Test(q1_0, bad_arguments_are_refused_and_nothing_written) {
+  bml_block_q1_0 w[2] = {{0}};
+  bml_block_q8_0 a[8] = {{0}};
+  float out[2] = {123.0f, 456.0f};
+  cr_expect_eq(bml_q1_0_mat_vec(NULL, 1, 128, a, out), BML_EINVAL);
+  cr_expect_eq(bml_q1_0_mat_vec(w, 1, 128, NULL, out), BML_EINVAL);
+  cr_expect_eq(bml_q1_0_mat_vec(w, 1, 128, a, NULL), BML_EINVAL);
+  cr_expect_eq(bml_q1_0_mat_vec(w, 1, 0, a, out), BML_ESHAPE);
+  cr_expect_eq(bml_q1_0_mat_vec(w, 1, 64, a, out), BML_ESHAPE);
+  cr_expect_eq(bml_q1_0_mat_vec(w, 1, 200, a, out), BML_ESHAPE);
+  cr_expect_eq(bml_q1_0_mat_vec(w, 1, 256 + 32, a, out), BML_ESHAPE);
+  cr_expect(out[0] == 123.0f && out[1] == 456.0f, "out was written on error");
+  cr_expect(isnan(bml_q1_0_dot(w, a, 96)), "dot of bad n is not NaN");
+  cr_expect(isnan(bml_q1_0_dot(NULL, a, 128)), "dot of NULL is not NaN");
+  cr_expect_eq(bml_q1_0_mat_vec(w, 0, 128, a, out), 0, "zero rows is an empty product");
+}
+
+Test(q1_0, error_names_and_messages) {
+  cr_expect_str_eq(bml_err_name(BML_ESHAPE), "BML_ESHAPE");
+  cr_expect_str_eq(bml_err_name(-11), "CL_BUILD_PROGRAM_FAILURE");
+  cr_expect_str_eq(bml_err_name(-1), "CL_DEVICE_NOT_FOUND");
+  cr_expect_str_eq(bml_err_name(12345), "unknown error");
+  cr_expect_str_eq(bml_strerror(BML_EENV), "bad value in an environment variable");
+  cr_expect_str_eq(bml_strerror(0), "success");
+}
+
+/* Beyond the golden file: every built path against the reference on fresh
+ * random and layer-shaped data, odd row counts (tails of every unroll),
+ * several widths. */
+Test(q1_0, every_path_matches_reference_on_random_shapes) {
+  static const size_t shapes[][2] = {{1, 128}, {3, 256}, {17, 384}, {31, 1024}, {33, 4096}, {67, 2688}, {130, 5120}};
+  const bml__q1_0_kernel *const *ks = bml__q1_0_kernels();
+  uint64_t seed = 0x5eed1234abcdull;
+  int checked = 0;
+  for (size_t s = 0; s < BML_ARRAY_SIZE(shapes); s++)
+    for (int layer = 0; layer < 2; layer++) {
+      size_t rows = shapes[s][0], n = shapes[s][1];
+      bml_block_q1_0 *w = malloc(rows * (n / 128) * sizeof *w);
+      bml_block_q8_0 *a = malloc(n / 32 * sizeof *a);
+      float *want = malloc(rows * sizeof *want), *got = malloc(rows * sizeof *got);
+      cr_assert(w && a && want && got);
+      bml__gen_q1_0(&seed, w, rows, n, layer);
+      cr_assert_eq(bml__gen_q8_0(&seed, a, n, layer), 0);
+      cr_assert_eq(bml__q1_0_run(&bml__q1_0_ref, w, rows, n, a, want), 0);
+      for (size_t k = 1; ks[k]; k++) {
+        if (!ks[k]->supported()) continue;
+        cr_assert_eq(bml__q1_0_run(ks[k], w, rows, n, a, got), 0);
+        long r = golden_first_difference(want, got, rows);
+        cr_expect(r < 0, "%s %zux%zu %s: row %ld differs (ref 0x%08x, got 0x%08x)", ks[k]->name, rows,
+                  n, layer ? "layer" : "random", r, r < 0 ? 0 : golden_bits(want[r]),
+                  r < 0 ? 0 : golden_bits(got[r]));
+        checked++;
+      }
+      free(w), free(a), free(want), free(got);
+    }
+  if (checked == 0) cr_skip_test("only the reference path is built or runnable here");
+}
+
+Test(q1_0, forcing_an_unknown_path_is_refused) {
+  cr_expect_eq(bml__q1_0_kernel_force("neon-on-x86"), BML_EINVAL);
+  cr_expect_eq(bml__q1_0_kernel_force(NULL), 0);
+}
