@@ -1,0 +1,936 @@
+/* test_fakeicd.c -- the fake OpenCL ICD seen through the real loader: scripted fields, failures, size rules, bad scenarios. */
+#define _GNU_SOURCE /* dladdr */
+#define CL_TARGET_OPENCL_VERSION 300
+#define CL_USE_DEPRECATED_OPENCL_1_1_APIS /* clGetExtensionFunctionAddress */
+#include <CL/cl.h>
+#include <CL/cl_ext.h>
+#include <CL/cl_icd.h>
+
+#include <criterion/criterion.h>
+#include <criterion/parameterized.h>
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define CL_DEVICE_PCI_BUS_ID_NV 0x4008
+#define CL_DEVICE_PCI_SLOT_ID_NV 0x4009
+#define CL_DEVICE_PCI_DOMAIN_ID_NV 0x400A
+#define GiB (1ull << 30)
+#define COUNT(a) (sizeof(a) / sizeof((a)[0]))
+#define MAX_PLATFORMS 32
+
+/* ------------------------------------------------------------------ */
+/* Setup: the environment the loader reads once, on the first call     */
+/* ------------------------------------------------------------------ */
+
+static const char *env_dir(const char *name)
+{
+  const char *dir = getenv(name);
+  cr_assert(dir != NULL && dir[0] != '\0', "%s is not set: run the suite through `make check'", name);
+  return dir;
+}
+
+/* conf: a scenario in tests/fakeicd/, an absolute path, or NULL for none. */
+static void use_scenario(const char *conf)
+{
+  char path[4096];
+  snprintf(path, sizeof path, "%s/tests/fakeicd/vendors", env_dir("BANKML_TOP_BUILDDIR"));
+  cr_assert_eq(setenv("OCL_ICD_VENDORS", path, 1), 0);
+  unsetenv("OCL_ICD_PLATFORM_SORT");
+  unsetenv("OCL_ICD_DEFAULT_PLATFORM");
+  unsetenv("OPENCL_LAYERS");
+  if (conf == NULL) {
+    unsetenv("BML_FAKEICD_CONFIG");
+    return;
+  }
+  if (conf[0] == '/')
+    snprintf(path, sizeof path, "%s", conf);
+  else
+    snprintf(path, sizeof path, "%s/tests/fakeicd/%s", env_dir("BANKML_TOP_SRCDIR"), conf);
+  cr_assert_eq(setenv("BML_FAKEICD_CONFIG", path, 1), 0);
+}
+
+/* Writes text to a fresh file in $TMPDIR and uses it as the scenario;
+ * path receives its name (the caller unlinks it). */
+static void use_text_scenario(const char *text, char *path, size_t size)
+{
+  const char *tmp = getenv("TMPDIR");
+  snprintf(path, size, "%s/fakeicd-XXXXXX", tmp != NULL && tmp[0] != '\0' ? tmp : "/tmp");
+  int fd = mkstemp(path);
+  cr_assert_geq(fd, 0, "mkstemp %s", path);
+  FILE *f = fdopen(fd, "w");
+  cr_assert_not_null(f);
+  cr_assert_eq(fputs(text, f) >= 0, 1);
+  cr_assert_eq(fclose(f), 0);
+  use_scenario(path);
+}
+
+/* ------------------------------------------------------------------ */
+/* Queries that must succeed                                           */
+/* ------------------------------------------------------------------ */
+
+static cl_uint list_platforms(cl_platform_id *platforms)
+{
+  cl_uint n = 0;
+  cl_int err = clGetPlatformIDs(MAX_PLATFORMS, platforms, &n);
+  cr_assert_eq(err, CL_SUCCESS, "clGetPlatformIDs: %d", err);
+  cr_assert_leq(n, MAX_PLATFORMS);
+  return n;
+}
+
+static void platform_string(cl_platform_id p, cl_platform_info param, char *buf, size_t size)
+{
+  size_t len = 0;
+  cl_int err = clGetPlatformInfo(p, param, size, buf, &len);
+  cr_assert_eq(err, CL_SUCCESS, "clGetPlatformInfo(0x%x): %d", (unsigned)param, err);
+  cr_assert_eq(len, strlen(buf) + 1, "a string's size counts its NUL");
+}
+
+/* The one platform called name (it must be there exactly once). */
+static cl_platform_id platform_named(const char *name)
+{
+  cl_platform_id all[MAX_PLATFORMS], found = NULL;
+  cl_uint n = list_platforms(all);
+  for (cl_uint i = 0; i < n; i++) {
+    char got[256];
+    platform_string(all[i], CL_PLATFORM_NAME, got, sizeof got);
+    if (strcmp(got, name) != 0)
+      continue;
+    cr_assert_null(found, "platform \"%s\" is listed twice", name);
+    found = all[i];
+  }
+  cr_assert_not_null(found, "no platform \"%s\"", name);
+  return found;
+}
+
+static cl_device_id only_device(cl_platform_id p)
+{
+  cl_device_id d = NULL;
+  cl_uint n = 0;
+  cl_int err = clGetDeviceIDs(p, CL_DEVICE_TYPE_ALL, 1, &d, &n);
+  cr_assert_eq(err, CL_SUCCESS, "clGetDeviceIDs: %d", err);
+  cr_assert_eq(n, 1);
+  cr_assert_not_null(d);
+  return d;
+}
+
+static cl_device_id device_of(const char *platform_name)
+{
+  return only_device(platform_named(platform_name));
+}
+
+/* A fixed-size value: the size answered must be exactly `size`. */
+static void device_value(cl_device_id d, cl_device_info param, void *out, size_t size)
+{
+  size_t got = 0;
+  cl_int err = clGetDeviceInfo(d, param, size, out, &got);
+  cr_assert_eq(err, CL_SUCCESS, "clGetDeviceInfo(0x%x): %d", (unsigned)param, err);
+  cr_assert_eq(got, size, "clGetDeviceInfo(0x%x) size", (unsigned)param);
+}
+
+/* What library holds addr ("libfakeicd_a.so", ...). */
+static const char *library_of(const void *addr)
+{
+  Dl_info info;
+  cr_assert_neq(dladdr(addr, &info), 0);
+  const char *slash = strrchr(info.dli_fname, '/');
+  return slash != NULL ? slash + 1 : info.dli_fname;
+}
+
+static const char *library_presenting(cl_platform_id p)
+{
+  return library_of(((struct _cl_icd_dispatch *const *)p)[0]);
+}
+
+/* ------------------------------------------------------------------ */
+/* Expected values, as tables                                          */
+/* ------------------------------------------------------------------ */
+
+struct want_str {
+  cl_uint param;
+  const char *value;
+};
+
+/* A number of `size` bytes (4: cl_uint/cl_bool, 8: cl_ulong/bitfields/size_t). */
+struct want_num {
+  cl_uint param;
+  size_t size;
+  cl_ulong value;
+};
+
+#define FP_ALL_FLOAT \
+  (CL_FP_DENORM | CL_FP_INF_NAN | CL_FP_ROUND_TO_NEAREST | CL_FP_ROUND_TO_ZERO | CL_FP_ROUND_TO_INF | \
+   CL_FP_FMA | CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT)
+
+static void expect_device_strings(cl_device_id d, const struct want_str *want, size_t n)
+{
+  for (size_t i = 0; i < n; i++) {
+    char got[2048];
+    size_t len = 0;
+    cl_int err = clGetDeviceInfo(d, want[i].param, sizeof got, got, &len);
+    cr_assert_eq(err, CL_SUCCESS, "clGetDeviceInfo(0x%x): %d", (unsigned)want[i].param, err);
+    cr_expect_str_eq(got, want[i].value, "param 0x%x", (unsigned)want[i].param);
+    cr_expect_eq(len, strlen(want[i].value) + 1, "param 0x%x size", (unsigned)want[i].param);
+  }
+}
+
+static void expect_device_numbers(cl_device_id d, const struct want_num *want, size_t n)
+{
+  for (size_t i = 0; i < n; i++) {
+    cl_uint u32 = 0;
+    cl_ulong u64 = 0;
+    if (want[i].size == sizeof u32) {
+      device_value(d, want[i].param, &u32, sizeof u32);
+      u64 = u32;
+    } else {
+      device_value(d, want[i].param, &u64, sizeof u64);
+    }
+    cr_expect_eq(u64, want[i].value, "param 0x%x: %llu, want %llu", (unsigned)want[i].param,
+                 (unsigned long long)u64, (unsigned long long)want[i].value);
+  }
+}
+
+static void expect_platform_strings(cl_platform_id p, const struct want_str *want, size_t n)
+{
+  for (size_t i = 0; i < n; i++) {
+    char got[2048];
+    platform_string(p, want[i].param, got, sizeof got);
+    cr_expect_str_eq(got, want[i].value, "param 0x%x", (unsigned)want[i].param);
+  }
+}
+
+static void expect_pci(cl_device_id d, cl_uint domain, cl_uint bus, cl_uint dev, cl_uint fn)
+{
+  cl_device_pci_bus_info_khr pci;
+  memset(&pci, 0xff, sizeof pci);
+  device_value(d, CL_DEVICE_PCI_BUS_INFO_KHR, &pci, sizeof pci);
+  cr_expect_eq(pci.pci_domain, domain);
+  cr_expect_eq(pci.pci_bus, bus);
+  cr_expect_eq(pci.pci_device, dev);
+  cr_expect_eq(pci.pci_function, fn);
+}
+
+/* Params this device must refuse with CL_INVALID_VALUE. */
+static void expect_refused(cl_device_id d, const cl_uint *params, size_t n)
+{
+  for (size_t i = 0; i < n; i++) {
+    unsigned char buf[64];
+    size_t len = 12345;
+    cr_expect_eq(clGetDeviceInfo(d, params[i], sizeof buf, buf, &len), CL_INVALID_VALUE,
+                 "param 0x%x", (unsigned)params[i]);
+    cr_expect_eq(clGetDeviceInfo(d, params[i], 0, NULL, &len), CL_INVALID_VALUE,
+                 "param 0x%x (size query)", (unsigned)params[i]);
+    cr_expect_eq(len, 12345, "a refused query leaves the size alone");
+  }
+}
+
+static const cl_uint topology_params[] = {
+  CL_DEVICE_PCI_BUS_INFO_KHR, CL_DEVICE_UUID_KHR, CL_DEVICE_TOPOLOGY_AMD,
+  CL_DEVICE_PCI_BUS_ID_NV, CL_DEVICE_PCI_SLOT_ID_NV, CL_DEVICE_PCI_DOMAIN_ID_NV,
+};
+
+/* ------------------------------------------------------------------ */
+/* Which platforms appear                                              */
+/* ------------------------------------------------------------------ */
+
+static const char *const mixed_names[] = {
+  "Fake Discrete", "Fake Integrated", "Fake Mali", "Portable Computing Language",
+  "Fake Discrete (second ICD)", "Broken Platform",
+};
+
+Test(fakeicd, mixed_lists_its_six_platforms_and_nothing_from_the_system) {
+  cl_platform_id all[MAX_PLATFORMS];
+  use_scenario("mixed.conf");
+  cr_assert_eq(list_platforms(all), COUNT(mixed_names), "a seventh platform is the system's PoCL leaking in");
+  for (size_t i = 0; i < COUNT(mixed_names); i++)
+    platform_named(mixed_names[i]);
+}
+
+Test(fakeicd, empty_scenario_has_no_platforms_so_system_icds_are_ignored) {
+  cl_uint n = 99;
+  use_scenario("empty.conf");
+  cr_assert_eq(clGetPlatformIDs(0, NULL, &n), CL_PLATFORM_NOT_FOUND_KHR);
+  cr_assert_eq(n, 0, "PoCL from /etc/OpenCL/vendors must not be loaded");
+}
+
+Test(fakeicd, no_scenario_variable_means_no_platforms) {
+  cl_uint n = 99;
+  use_scenario(NULL);
+  cr_assert_eq(clGetPlatformIDs(0, NULL, &n), CL_PLATFORM_NOT_FOUND_KHR);
+  cr_assert_eq(n, 0);
+}
+
+Test(fakeicd, platform_count_query_and_short_array) {
+  cl_platform_id two[2] = {NULL, NULL};
+  cl_uint n = 0;
+  use_scenario("mixed.conf");
+  cr_assert_eq(clGetPlatformIDs(0, NULL, &n), CL_SUCCESS);
+  cr_assert_eq(n, 6);
+  cr_assert_eq(clGetPlatformIDs(2, two, NULL), CL_SUCCESS);
+  cr_assert(two[0] != NULL && two[1] != NULL && two[0] != two[1]);
+}
+
+/* ------------------------------------------------------------------ */
+/* Platform fields                                                     */
+/* ------------------------------------------------------------------ */
+
+Test(fakeicd, platform_strings_come_back_as_scripted) {
+  static const struct want_str discrete[] = {
+    {CL_PLATFORM_NAME, "Fake Discrete"},
+    {CL_PLATFORM_VENDOR, "Advanced Micro Devices, Inc."},
+    {CL_PLATFORM_VERSION, "OpenCL 2.1 AMD-APP (3590.0)"},
+    {CL_PLATFORM_PROFILE, "FULL_PROFILE"},
+    {CL_PLATFORM_EXTENSIONS, "cl_khr_icd cl_amd_event_callback"},
+    {CL_PLATFORM_ICD_SUFFIX_KHR, "AMD"},
+  };
+  static const struct want_str pocl[] = {
+    {CL_PLATFORM_VENDOR, "The pocl project"},
+    {CL_PLATFORM_EXTENSIONS, "cl_khr_icd cl_pocl_content_size"},
+    {CL_PLATFORM_ICD_SUFFIX_KHR, "POCL"},
+  };
+  use_scenario("mixed.conf");
+  expect_platform_strings(platform_named("Fake Discrete"), discrete, COUNT(discrete));
+  expect_platform_strings(platform_named("Portable Computing Language"), pocl, COUNT(pocl));
+}
+
+Test(fakeicd, numeric_version_only_from_opencl_3) {
+  cl_version v = 0;
+  size_t len = 0;
+  use_scenario("mixed.conf");
+  cr_assert_eq(clGetPlatformInfo(platform_named("Fake Mali"), CL_PLATFORM_NUMERIC_VERSION, sizeof v, &v, &len),
+               CL_SUCCESS);
+  cr_expect_eq(v, CL_MAKE_VERSION(3, 0, 0));
+  cr_expect_eq(len, sizeof v);
+  cr_expect_eq(clGetPlatformInfo(platform_named("Fake Discrete"), CL_PLATFORM_NUMERIC_VERSION, sizeof v, &v, NULL),
+               CL_INVALID_VALUE, "an OpenCL 2.1 platform has no numeric version");
+}
+
+Test(fakeicd, platform_size_rules_and_unknown_params) {
+  cl_platform_id p;
+  char buf[64];
+  size_t len = 0;
+  use_scenario("mixed.conf");
+  p = platform_named("Fake Mali");
+  cr_assert_eq(clGetPlatformInfo(p, CL_PLATFORM_NAME, 0, NULL, &len), CL_SUCCESS);
+  cr_expect_eq(len, sizeof "Fake Mali");
+  memset(buf, 'x', sizeof buf);
+  cr_expect_eq(clGetPlatformInfo(p, CL_PLATFORM_NAME, len - 1, buf, NULL), CL_INVALID_VALUE);
+  cr_expect_eq(buf[0], 'x', "a refused query writes nothing");
+  cr_expect_eq(clGetPlatformInfo(p, CL_PLATFORM_NAME, len, buf, NULL), CL_SUCCESS);
+  cr_expect_str_eq(buf, "Fake Mali");
+  cr_expect_eq(clGetPlatformInfo(p, 0x9999, sizeof buf, buf, &len), CL_INVALID_VALUE);
+}
+
+/* ------------------------------------------------------------------ */
+/* Device fields                                                       */
+/* ------------------------------------------------------------------ */
+
+Test(fakeicd, discrete_card_fields) {
+  static const struct want_str strings[] = {
+    {CL_DEVICE_NAME, "gfx1030"},
+    {CL_DEVICE_VENDOR, "Advanced Micro Devices, Inc."},
+    {CL_DEVICE_VERSION, "OpenCL 2.0 AMD-APP (3590.0)"},
+    {CL_DEVICE_OPENCL_C_VERSION, "OpenCL C 2.0"},
+    {CL_DRIVER_VERSION, "3590.0 (HSA1.1,LC)"},
+    {CL_DEVICE_PROFILE, "FULL_PROFILE"},
+    {CL_DEVICE_EXTENSIONS, "cl_khr_fp64 cl_khr_global_int32_base_atomics cl_khr_pci_bus_info cl_khr_device_uuid"},
+  };
+  static const struct want_num numbers[] = {
+    {CL_DEVICE_TYPE, 8, CL_DEVICE_TYPE_GPU},
+    {CL_DEVICE_VENDOR_ID, 4, 0x1002},
+    {CL_DEVICE_MAX_COMPUTE_UNITS, 4, 40},
+    {CL_DEVICE_MAX_CLOCK_FREQUENCY, 4, 2581},
+    {CL_DEVICE_GLOBAL_MEM_SIZE, 8, 16 * GiB},
+    {CL_DEVICE_MAX_MEM_ALLOC_SIZE, 8, 14 * GiB},
+    {CL_DEVICE_LOCAL_MEM_SIZE, 8, 64 * 1024},
+    {CL_DEVICE_MAX_WORK_GROUP_SIZE, sizeof(size_t), 256},
+    {CL_DEVICE_HOST_UNIFIED_MEMORY, 4, CL_FALSE},
+    {CL_DEVICE_AVAILABLE, 4, CL_TRUE},
+    {CL_DEVICE_COMPILER_AVAILABLE, 4, CL_TRUE},
+    {CL_DEVICE_SINGLE_FP_CONFIG, 8, FP_ALL_FLOAT},
+    {CL_DEVICE_ADDRESS_BITS, 4, 64},
+    {CL_DEVICE_ENDIAN_LITTLE, 4, CL_TRUE},
+    {CL_DEVICE_MAX_WORK_ITEM_DIMENSIONS, 4, 3},
+  };
+  static const cl_uchar uuid[16] = {0x3a, 0x0c, 0x1e, 0x55, 0x7f, 0x2b, 0x4d, 0x0a,
+                                    0x9e, 0x61, 0x0b, 0x5c, 0x2d, 0x8f, 0x4a, 0x17};
+  static const cl_uint refused[] = {CL_DEVICE_TOPOLOGY_AMD, CL_DEVICE_PCI_BUS_ID_NV, CL_DEVICE_NUMERIC_VERSION};
+  cl_platform_id p;
+  cl_device_id d;
+  cl_platform_id owner = NULL;
+  cl_uchar got_uuid[16];
+  use_scenario("mixed.conf");
+  p = platform_named("Fake Discrete");
+  d = only_device(p);
+  expect_device_strings(d, strings, COUNT(strings));
+  expect_device_numbers(d, numbers, COUNT(numbers));
+  expect_pci(d, 0, 3, 0, 0);
+  device_value(d, CL_DEVICE_UUID_KHR, got_uuid, sizeof got_uuid);
+  cr_expect_arr_eq(got_uuid, uuid, sizeof uuid);
+  device_value(d, CL_DEVICE_PLATFORM, &owner, sizeof owner);
+  cr_expect_eq(owner, p);
+  expect_refused(d, refused, COUNT(refused));
+}
+
+Test(fakeicd, integrated_gpu_fields) {
+  static const struct want_num numbers[] = {
+    {CL_DEVICE_TYPE, 8, CL_DEVICE_TYPE_GPU},
+    {CL_DEVICE_VENDOR_ID, 4, 0x8086},
+    {CL_DEVICE_HOST_UNIFIED_MEMORY, 4, CL_TRUE},
+    {CL_DEVICE_MAX_MEM_ALLOC_SIZE, 8, 4 * GiB},
+    {CL_DEVICE_MAX_WORK_GROUP_SIZE, sizeof(size_t), 512},
+    {CL_DEVICE_NUMERIC_VERSION, 4, CL_MAKE_VERSION(3, 0, 0)},
+  };
+  cl_device_id d;
+  size_t sizes[3];
+  use_scenario("mixed.conf");
+  d = device_of("Fake Integrated");
+  expect_device_numbers(d, numbers, COUNT(numbers));
+  expect_pci(d, 0, 0, 2, 0);
+  device_value(d, CL_DEVICE_MAX_WORK_ITEM_SIZES, sizes, sizeof sizes);
+  cr_expect(sizes[0] == 512 && sizes[1] == 512 && sizes[2] == 512);
+}
+
+Test(fakeicd, mali_has_no_pci_information_at_all) {
+  static const struct want_str strings[] = {{CL_DEVICE_NAME, "Mali-G610 r0p0"}, {CL_DEVICE_VENDOR, "ARM"}};
+  static const struct want_num numbers[] = {
+    {CL_DEVICE_TYPE, 8, CL_DEVICE_TYPE_GPU},
+    {CL_DEVICE_VENDOR_ID, 4, 0x13b5},
+    {CL_DEVICE_HOST_UNIFIED_MEMORY, 4, CL_TRUE},
+    {CL_DEVICE_MAX_MEM_ALLOC_SIZE, 8, 1 * GiB},
+  };
+  cl_device_id d;
+  use_scenario("mixed.conf");
+  d = device_of("Fake Mali");
+  expect_device_strings(d, strings, COUNT(strings));
+  expect_device_numbers(d, numbers, COUNT(numbers));
+  expect_refused(d, topology_params, COUNT(topology_params));
+}
+
+Test(fakeicd, pocl_device_is_a_cpu) {
+  static const struct want_str strings[] = {
+    {CL_DEVICE_NAME, "pthread-skylake-avx512"},
+    {CL_DEVICE_VENDOR, "GenuineIntel"},
+  };
+  static const struct want_num numbers[] = {
+    {CL_DEVICE_TYPE, 8, CL_DEVICE_TYPE_CPU},
+    {CL_DEVICE_HOST_UNIFIED_MEMORY, 4, CL_TRUE},
+  };
+  cl_device_id d;
+  use_scenario("mixed.conf");
+  d = device_of("Portable Computing Language");
+  expect_device_strings(d, strings, COUNT(strings));
+  expect_device_numbers(d, numbers, COUNT(numbers));
+  expect_refused(d, topology_params, COUNT(topology_params));
+}
+
+Test(fakeicd, device_size_rules_and_unknown_params) {
+  cl_device_id d;
+  size_t len = 0;
+  cl_uint u = 7;
+  char name[64];
+  use_scenario("mixed.conf");
+  d = device_of("Fake Discrete");
+  cr_assert_eq(clGetDeviceInfo(d, CL_DEVICE_NAME, 0, NULL, &len), CL_SUCCESS);
+  cr_expect_eq(len, sizeof "gfx1030");
+  cr_expect_eq(clGetDeviceInfo(d, CL_DEVICE_NAME, len - 1, name, NULL), CL_INVALID_VALUE);
+  cr_expect_eq(clGetDeviceInfo(d, CL_DEVICE_NAME, sizeof name, name, NULL), CL_SUCCESS, "a larger buffer is fine");
+  cr_expect_eq(clGetDeviceInfo(d, CL_DEVICE_PCI_BUS_INFO_KHR, 0, NULL, &len), CL_SUCCESS);
+  cr_expect_eq(len, sizeof(cl_device_pci_bus_info_khr));
+  cr_expect_eq(clGetDeviceInfo(d, CL_DEVICE_UUID_KHR, 0, NULL, &len), CL_SUCCESS);
+  cr_expect_eq(len, CL_UUID_SIZE_KHR);
+  cr_expect_eq(clGetDeviceInfo(d, CL_DEVICE_GLOBAL_MEM_SIZE, sizeof u, &u, NULL), CL_INVALID_VALUE,
+               "a cl_ulong does not fit in 4 bytes");
+  cr_expect_eq(u, 7, "a refused query writes nothing");
+  cr_expect_eq(clGetDeviceInfo(d, CL_DEVICE_GLOBAL_MEM_SIZE, 0, NULL, NULL), CL_SUCCESS);
+  cr_expect_eq(clGetDeviceInfo(d, 0x9999, sizeof name, name, &len), CL_INVALID_VALUE);
+  cr_expect_eq(clGetDeviceInfo(d, CL_DEVICE_BOARD_NAME_AMD, sizeof name, name, &len), CL_INVALID_VALUE);
+}
+
+/* ------------------------------------------------------------------ */
+/* One card, two ICDs; a failing platform                              */
+/* ------------------------------------------------------------------ */
+
+Test(fakeicd, duplicate_card_is_presented_by_both_libraries) {
+  cl_platform_id pa, pb;
+  cl_device_id da, db;
+  cl_device_pci_bus_info_khr pci_a, pci_b;
+  cl_uchar uuid_a[16], uuid_b[16];
+  use_scenario("mixed.conf");
+  pa = platform_named("Fake Discrete");
+  pb = platform_named("Fake Discrete (second ICD)");
+  cr_assert_str_eq(library_presenting(pa), "libfakeicd_a.so");
+  cr_assert_str_eq(library_presenting(pb), "libfakeicd_b.so");
+  cr_assert_str_eq(library_presenting(platform_named("Fake Mali")), "libfakeicd_a.so");
+  cr_assert_str_eq(library_presenting(platform_named("Broken Platform")), "libfakeicd_b.so");
+  da = only_device(pa);
+  db = only_device(pb);
+  cr_assert_neq(da, db, "two registrations are two cl_device_id");
+  device_value(da, CL_DEVICE_PCI_BUS_INFO_KHR, &pci_a, sizeof pci_a);
+  device_value(db, CL_DEVICE_PCI_BUS_INFO_KHR, &pci_b, sizeof pci_b);
+  cr_expect_arr_eq(&pci_a, &pci_b, sizeof pci_a);
+  device_value(da, CL_DEVICE_UUID_KHR, uuid_a, sizeof uuid_a);
+  device_value(db, CL_DEVICE_UUID_KHR, uuid_b, sizeof uuid_b);
+  cr_expect_arr_eq(uuid_a, uuid_b, sizeof uuid_a);
+}
+
+Test(fakeicd, broken_platform_fails_get_device_ids_with_out_of_host_memory) {
+  cl_platform_id p;
+  cl_device_id d = NULL;
+  cl_uint n = 77;
+  use_scenario("mixed.conf");
+  p = platform_named("Broken Platform");
+  cr_expect_eq(clGetDeviceIDs(p, CL_DEVICE_TYPE_ALL, 0, NULL, &n), CL_OUT_OF_HOST_MEMORY);
+  cr_expect_eq(clGetDeviceIDs(p, CL_DEVICE_TYPE_GPU, 1, &d, &n), CL_OUT_OF_HOST_MEMORY);
+  cr_expect_eq(n, 77, "a failed call leaves the count alone");
+  cr_expect_null(d);
+}
+
+/* ------------------------------------------------------------------ */
+/* clGetDeviceIDs                                                      */
+/* ------------------------------------------------------------------ */
+
+struct type_case {
+  cl_device_type type;
+  cl_int err;
+  cl_uint count;
+};
+
+static void expect_type_counts(cl_platform_id p, const struct type_case *cases, size_t n)
+{
+  for (size_t i = 0; i < n; i++) {
+    cl_uint got = 99;
+    cl_int err = clGetDeviceIDs(p, cases[i].type, 0, NULL, &got);
+    cr_expect_eq(err, cases[i].err, "type 0x%llx: %d", (unsigned long long)cases[i].type, err);
+    if (cases[i].err == CL_SUCCESS || cases[i].err == CL_DEVICE_NOT_FOUND)
+      cr_expect_eq(got, cases[i].count, "type 0x%llx: %u devices", (unsigned long long)cases[i].type, got);
+  }
+}
+
+Test(fakeicd, device_type_filter_on_a_cpu_platform) {
+  static const struct type_case cases[] = {
+    {CL_DEVICE_TYPE_ALL, CL_SUCCESS, 1},
+    {CL_DEVICE_TYPE_DEFAULT, CL_SUCCESS, 1},
+    {CL_DEVICE_TYPE_CPU, CL_SUCCESS, 1},
+    {CL_DEVICE_TYPE_CPU | CL_DEVICE_TYPE_GPU, CL_SUCCESS, 1},
+    {CL_DEVICE_TYPE_GPU, CL_DEVICE_NOT_FOUND, 0},
+    {CL_DEVICE_TYPE_ACCELERATOR, CL_DEVICE_NOT_FOUND, 0},
+    {CL_DEVICE_TYPE_CUSTOM, CL_DEVICE_NOT_FOUND, 0},
+  };
+  use_scenario("mixed.conf");
+  expect_type_counts(platform_named("Portable Computing Language"), cases, COUNT(cases));
+}
+
+Test(fakeicd, custom_devices_stay_out_of_type_all) {
+  static const struct type_case cases[] = {
+    {CL_DEVICE_TYPE_ALL, CL_SUCCESS, 1},
+    {CL_DEVICE_TYPE_ACCELERATOR, CL_SUCCESS, 1},
+    {CL_DEVICE_TYPE_CUSTOM, CL_SUCCESS, 1},
+    {CL_DEVICE_TYPE_DEFAULT, CL_SUCCESS, 1},
+    {CL_DEVICE_TYPE_GPU, CL_DEVICE_NOT_FOUND, 0},
+  };
+  cl_platform_id p;
+  cl_device_id d = NULL;
+  char name[128];
+  use_scenario("kinds.conf");
+  p = platform_named("Intel(R) FPGA Emulation Platform for OpenCL(TM)");
+  expect_type_counts(p, cases, COUNT(cases));
+  cr_assert_eq(clGetDeviceIDs(p, CL_DEVICE_TYPE_DEFAULT, 1, &d, NULL), CL_SUCCESS);
+  cr_assert_eq(clGetDeviceInfo(d, CL_DEVICE_NAME, sizeof name, name, NULL), CL_SUCCESS);
+  cr_expect_str_eq(name, "Intel(R) FPGA Emulation Device", "the default device is the first that is not custom");
+}
+
+Test(fakeicd, get_device_ids_argument_errors) {
+  cl_platform_id p;
+  cl_device_id d[2] = {NULL, NULL};
+  cl_uint n = 0;
+  use_scenario("kinds.conf");
+  p = platform_named("Fake Leftovers");
+  cr_expect_eq(clGetDeviceIDs(p, CL_DEVICE_TYPE_ALL, 0, d, &n), CL_INVALID_VALUE);
+  cr_expect_eq(clGetDeviceIDs(p, CL_DEVICE_TYPE_ALL, 1, NULL, NULL), CL_INVALID_VALUE);
+  cr_expect_eq(clGetDeviceIDs(p, (cl_device_type)1 << 20, 1, d, &n), CL_INVALID_DEVICE_TYPE);
+  cr_expect_eq(clGetDeviceIDs(p, CL_DEVICE_TYPE_ALL, 1, d, &n), CL_SUCCESS);
+  cr_expect_eq(n, 2, "the count is the total even when the array is short");
+  cr_expect_not_null(d[0]);
+  cr_expect_null(d[1]);
+}
+
+/* ------------------------------------------------------------------ */
+/* Vendor topology scenarios                                           */
+/* ------------------------------------------------------------------ */
+
+Test(fakeicd, nvidia_card_answers_only_the_nv_pci_ids) {
+  static const struct want_num numbers[] = {
+    {CL_DEVICE_VENDOR_ID, 4, 0x10de},
+    {CL_DEVICE_PCI_BUS_ID_NV, 4, 0},
+    {CL_DEVICE_PCI_SLOT_ID_NV, 4, 0x30},
+    {CL_DEVICE_PCI_DOMAIN_ID_NV, 4, 0},
+  };
+  static const cl_uint refused[] = {CL_DEVICE_PCI_BUS_INFO_KHR, CL_DEVICE_UUID_KHR, CL_DEVICE_TOPOLOGY_AMD};
+  cl_device_id d;
+  cl_uint slot = 0;
+  use_scenario("nvidia.conf");
+  d = device_of("NVIDIA CUDA");
+  expect_device_numbers(d, numbers, COUNT(numbers));
+  device_value(d, CL_DEVICE_PCI_SLOT_ID_NV, &slot, sizeof slot);
+  cr_expect_eq(slot >> 3, 6, "device");
+  cr_expect_eq(slot & 7, 0, "function");
+  expect_refused(d, refused, COUNT(refused));
+}
+
+Test(fakeicd, amd_card_answers_only_the_amd_topology) {
+  static const cl_uint refused[] = {
+    CL_DEVICE_PCI_BUS_INFO_KHR, CL_DEVICE_UUID_KHR,
+    CL_DEVICE_PCI_BUS_ID_NV, CL_DEVICE_PCI_SLOT_ID_NV, CL_DEVICE_PCI_DOMAIN_ID_NV,
+  };
+  cl_device_id d;
+  cl_device_topology_amd t;
+  use_scenario("amd-topology.conf");
+  d = device_of("AMD Accelerated Parallel Processing");
+  device_value(d, CL_DEVICE_TOPOLOGY_AMD, &t, sizeof t);
+  cr_expect_eq(t.raw.type, CL_DEVICE_TOPOLOGY_TYPE_PCIE_AMD);
+  cr_expect_eq((unsigned char)t.pcie.bus, 0x03);
+  cr_expect_eq(t.pcie.device, 0);
+  cr_expect_eq(t.pcie.function, 0);
+  expect_refused(d, refused, COUNT(refused));
+}
+
+Test(fakeicd, llvmpipe_is_a_gpu_without_pci) {
+  static const struct want_str strings[] = {{CL_DEVICE_NAME, "llvmpipe (LLVM 15.0.7, 256 bits)"}};
+  static const struct want_num numbers[] = {
+    {CL_DEVICE_TYPE, 8, CL_DEVICE_TYPE_GPU},
+    {CL_DEVICE_HOST_UNIFIED_MEMORY, 4, CL_TRUE},
+    {CL_DEVICE_VENDOR_ID, 4, 0x10005},
+  };
+  cl_device_id d;
+  use_scenario("llvmpipe.conf");
+  d = device_of("rusticl");
+  expect_device_strings(d, strings, COUNT(strings));
+  expect_device_numbers(d, numbers, COUNT(numbers));
+  expect_refused(d, topology_params, COUNT(topology_params));
+}
+
+Test(fakeicd, unusable_devices_say_so) {
+  static const struct want_num unavailable[] = {
+    {CL_DEVICE_AVAILABLE, 4, CL_FALSE}, {CL_DEVICE_COMPILER_AVAILABLE, 4, CL_TRUE},
+  };
+  static const struct want_num no_compiler[] = {
+    {CL_DEVICE_AVAILABLE, 4, CL_TRUE}, {CL_DEVICE_COMPILER_AVAILABLE, 4, CL_FALSE},
+    {CL_DEVICE_MAX_MEM_ALLOC_SIZE, 8, GiB / 4},  /* a quarter of the default 1 GiB */
+  };
+  cl_device_id d[2];
+  cl_uint n = 0;
+  use_scenario("kinds.conf");
+  cr_assert_eq(clGetDeviceIDs(platform_named("Fake Leftovers"), CL_DEVICE_TYPE_GPU, 2, d, &n), CL_SUCCESS);
+  cr_assert_eq(n, 2);
+  expect_device_numbers(d[0], unavailable, COUNT(unavailable));
+  expect_device_numbers(d[1], no_compiler, COUNT(no_compiler));
+}
+
+/* ------------------------------------------------------------------ */
+/* Contexts and the rest of the table                                  */
+/* ------------------------------------------------------------------ */
+
+Test(fakeicd, contexts_are_never_created) {
+  cl_platform_id p;
+  cl_device_id d;
+  cl_int err = 0;
+  use_scenario("mixed.conf");
+  p = platform_named("Fake Discrete");
+  d = only_device(p);
+  cl_context_properties props[] = {CL_CONTEXT_PLATFORM, (cl_context_properties)p, 0};
+  cr_expect_null(clCreateContext(NULL, 1, &d, NULL, NULL, &err));
+  cr_expect_eq(err, CL_DEVICE_NOT_AVAILABLE);
+  cr_expect_null(clCreateContext(props, 1, &d, NULL, NULL, NULL), "errcode_ret may be NULL");
+  err = 0;
+  cr_expect_null(clCreateContextFromType(props, CL_DEVICE_TYPE_GPU, NULL, NULL, &err));
+  cr_expect_eq(err, CL_DEVICE_NOT_AVAILABLE);
+  cr_expect_null(clCreateContextFromType(props, CL_DEVICE_TYPE_CPU, NULL, NULL, &err));
+  cr_expect_eq(err, CL_DEVICE_NOT_FOUND);
+  cr_expect_eq(clRetainDevice(d), CL_SUCCESS);
+  cr_expect_eq(clReleaseDevice(d), CL_SUCCESS);
+}
+
+Test(fakeicd, context_error_is_scriptable) {
+  cl_device_id d[2];
+  cl_int err = 0;
+  use_scenario("kinds.conf");
+  cr_assert_eq(clGetDeviceIDs(platform_named("Fake Leftovers"), CL_DEVICE_TYPE_GPU, 2, d, NULL), CL_SUCCESS);
+  cr_expect_null(clCreateContext(NULL, 1, &d[1], NULL, NULL, &err));
+  cr_expect_eq(err, CL_OUT_OF_RESOURCES);
+}
+
+Test(fakeicd, every_dispatch_entry_is_set_and_unimplemented_ones_fail_cleanly) {
+  cl_platform_id p;
+  cl_device_id d;
+  const struct _cl_icd_dispatch *table;
+  void *slots[sizeof(struct _cl_icd_dispatch) / sizeof(void *)];
+  cl_uint n = 5;
+  cl_ulong t = 0;
+  use_scenario("mixed.conf");
+  p = platform_named("Fake Integrated");
+  d = only_device(p);
+  table = ((struct _cl_icd_dispatch *const *)p)[0];
+  memcpy(slots, table, sizeof slots);
+  for (size_t i = 0; i < COUNT(slots); i++)
+    cr_expect_not_null(slots[i], "dispatch entry %zu is NULL", i);
+  cr_expect_eq(clCreateSubDevices(d, NULL, 0, NULL, &n), CL_INVALID_OPERATION);
+  cr_expect_eq(clGetHostTimer(d, &t), CL_INVALID_OPERATION);
+  cr_expect_eq(clUnloadPlatformCompiler(p), CL_INVALID_OPERATION);
+  cr_expect_null(clGetExtensionFunctionAddressForPlatform(p, "clNoSuchFunctionFAKE"));
+}
+
+/* ------------------------------------------------------------------ */
+/* Scenario syntax                                                     */
+/* ------------------------------------------------------------------ */
+
+Test(fakeicd, scenario_syntax_variants) {
+  static const char text[] =
+    "; a comment\r\n"
+    "  # another\n"
+    "\n"
+    "[ platform ]\r\n"
+    "name=Tight Spacing\r\n"
+    "version = OpenCL 1.2 old\n"
+    "[device]\n"
+    "type = gpu,default\n"
+    "uuid = 00112233445566778899AABBCCDDEEFF\n"
+    "global_mem = 512MiB\n"
+    "local_mem = 0x8000\n"
+    "fp32_config = 0x5\n"
+    "host_unified = yes\n"
+    "extensions =\n";
+  static const struct want_num numbers[] = {
+    {CL_DEVICE_TYPE, 8, CL_DEVICE_TYPE_GPU | CL_DEVICE_TYPE_DEFAULT},
+    {CL_DEVICE_GLOBAL_MEM_SIZE, 8, 512ull << 20},
+    {CL_DEVICE_MAX_MEM_ALLOC_SIZE, 8, 128ull << 20},
+    {CL_DEVICE_LOCAL_MEM_SIZE, 8, 0x8000},
+    {CL_DEVICE_SINGLE_FP_CONFIG, 8, 5},
+    {CL_DEVICE_HOST_UNIFIED_MEMORY, 4, CL_TRUE},
+  };
+  static const struct want_str strings[] = {{CL_DEVICE_EXTENSIONS, ""}, {CL_DEVICE_NAME, "Fake Device"}};
+  char path[4096];
+  cl_device_id d;
+  cl_uchar uuid[16];
+  use_text_scenario(text, path, sizeof path);
+  d = device_of("Tight Spacing");
+  unlink(path);
+  expect_device_numbers(d, numbers, COUNT(numbers));
+  expect_device_strings(d, strings, COUNT(strings));
+  device_value(d, CL_DEVICE_UUID_KHR, uuid, sizeof uuid);
+  cr_expect(uuid[0] == 0x00 && uuid[1] == 0x11 && uuid[15] == 0xff);
+}
+
+/* Runs the loader's first call with stderr going to a file; text gets what was written. */
+static cl_int first_call_capturing_stderr(cl_uint *n, char *text, size_t size)
+{
+  FILE *tmp = tmpfile();
+  int saved;
+  cl_int err;
+  size_t len;
+  cr_assert_not_null(tmp);
+  fflush(stderr);
+  saved = dup(2);
+  cr_assert_geq(dup2(fileno(tmp), 2), 0);
+  err = clGetPlatformIDs(0, NULL, n);
+  fflush(stderr);
+  dup2(saved, 2);
+  close(saved);
+  rewind(tmp);
+  len = fread(text, 1, size - 1, tmp);
+  text[len] = '\0';
+  fclose(tmp);
+  return err;
+}
+
+/* A rejected scenario: both libraries name file:line and present nothing. */
+static void expect_rejected(const char *path, const char *where)
+{
+  char err_text[8192];
+  char needle[4352];
+  cl_uint n = 99;
+  cr_assert_eq(first_call_capturing_stderr(&n, err_text, sizeof err_text), CL_PLATFORM_NOT_FOUND_KHR);
+  cr_assert_eq(n, 0);
+  snprintf(needle, sizeof needle, "fakeicd[a]: %s:%s", path, where);
+  cr_expect_not_null(strstr(err_text, needle), "want \"%s\" in:\n%s", needle, err_text);
+  snprintf(needle, sizeof needle, "fakeicd[b]: %s:%s", path, where);
+  cr_expect_not_null(strstr(err_text, needle), "want \"%s\" in:\n%s", needle, err_text);
+}
+
+Test(fakeicd, shipped_bad_scenario_is_rejected) {
+  char path[4096];
+  use_scenario("bad.conf");
+  snprintf(path, sizeof path, "%s", getenv("BML_FAKEICD_CONFIG"));
+  expect_rejected(path, "5: unknown key 'pci' in [platform]");
+}
+
+/* Parameters are copied into the test's own process: arrays, not pointers. */
+struct bad_case {
+  char text[96];
+  char where[96];  /* "LINE: message start" */
+};
+
+ParameterizedTestParameters(fakeicd, bad_scenarios_are_rejected) {
+  static struct bad_case cases[] = {
+    {"[platform]\nbogus = 1\n", "2: unknown key 'bogus' in [platform]"},
+    {"[platform]\n[device]\nicd = a\n", "3: unknown key 'icd' in [device]"},
+    {"[device]\n", "1: [device] before any [platform]"},
+    {"name = x\n", "1: 'name' before any [platform]"},
+    {"[platform]\n[gadget]\n", "2: unknown section [gadget]"},
+    {"[platform\n", "1: expected [platform] or [device]"},
+    {"[platform]\njust words\n", "2: expected key = value"},
+    {"[platform]\nname = a\nname = b\n", "3: name given twice"},
+    {"[platform]\nicd = c\n", "2: icd = c: expected a or b"},
+    {"[platform]\nget_device_ids_error = CL_BOGUS\n", "2: get_device_ids_error = CL_BOGUS: expected an OpenCL error"},
+    {"[platform]\nget_device_ids_error = 3\n", "2: get_device_ids_error = 3: expected an OpenCL error"},
+    {"[platform]\n[device]\ncreate_context_error = CL_SUCCESS\n", "3: create_context_error = CL_SUCCESS: expected"},
+    {"[platform]\n[device]\nvendor_id = 0x1g\n", "3: vendor_id = 0x1g: expected an unsigned number"},
+    {"[platform]\n[device]\nvendor_id = -1\n", "3: vendor_id = -1: expected an unsigned number"},
+    {"[platform]\n[device]\ncompute_units = 010x\n", "3: compute_units = 010x: expected an unsigned number"},
+    {"[platform]\n[device]\ncompute_units = 4294967296\n", "3: compute_units = 4294967296: too large for 32 bits"},
+    {"[platform]\n[device]\nglobal_mem = 16Q\n", "3: global_mem = 16Q: expected an unsigned number"},
+    {"[platform]\n[device]\nglobal_mem = 99999999999T\n", "3: global_mem = 99999999999T: too large"},
+    {"[platform]\n[device]\ntype = tpu\n", "3: type = tpu: expected gpu"},
+    {"[platform]\n[device]\ntype =\n", "3: type = : expected gpu"},
+    {"[platform]\n[device]\nhost_unified = maybe\n", "3: host_unified = maybe: expected 0, 1"},
+    {"[platform]\n[device]\nfp32_config = fma,turbo\n", "3: fp32_config = fma,turbo: expected a number or a list"},
+    {"[platform]\n[device]\npci = 0000:03:00\n", "3: pci = 0000:03:00: expected a PCI address"},
+    {"[platform]\n[device]\npci = 0000:03:20.0\n", "3: pci = 0000:03:20.0: expected a PCI address"},
+    {"[platform]\n[device]\npci = 03:00.0\n", "3: pci = 03:00.0: expected a PCI address"},
+    {"[platform]\n[device]\npci = 0000:03:00.0x\n", "3: pci = 0000:03:00.0x: expected a PCI address"},
+    {"[platform]\n[device]\namd_topology = 0c:00\n", "3: amd_topology = 0c:00: expected BB:DD.F"},
+    {"[platform]\n[device]\nuuid = 1234\n", "3: uuid = 1234: expected 32 hex digits"},
+    {"[platform]\n[device]\nuuid = 00112233445566778899aabbccddeeff00\n", "3: uuid = 00112233445566778899aabbccddeeff00: expected 32"},
+  };
+  return cr_make_param_array(struct bad_case, cases, COUNT(cases));
+}
+
+ParameterizedTest(struct bad_case *c, fakeicd, bad_scenarios_are_rejected) {
+  char path[4096];
+  use_text_scenario(c->text, path, sizeof path);
+  expect_rejected(path, c->where);
+  unlink(path);
+}
+
+Test(fakeicd, missing_scenario_file_is_reported) {
+  char err_text[4096];
+  cl_uint n = 99;
+  use_scenario("/nonexistent/fakeicd.conf");
+  cr_assert_eq(first_call_capturing_stderr(&n, err_text, sizeof err_text), CL_PLATFORM_NOT_FOUND_KHR);
+  cr_expect_eq(n, 0);
+  cr_expect_not_null(strstr(err_text, "fakeicd[a]: /nonexistent/fakeicd.conf: No such file"), "%s", err_text);
+}
+
+/* Scenarios too big to write out: built by generated_text(). */
+enum generated { LONG_VALUE, LONG_LINE, TOO_MANY_PLATFORMS, TOO_MANY_DEVICES };
+
+struct generated_case {
+  enum generated kind;
+  char where[64];
+};
+
+static void generated_text(enum generated kind, char *text, size_t size)
+{
+  size_t len;
+  if (kind == LONG_VALUE) {
+    snprintf(text, size, "[platform]\n[device]\nname = %0300d\n", 0);
+  } else if (kind == LONG_LINE) {
+    snprintf(text, size, "[platform]\n[device]\nname = %05000d\n", 0);
+  } else {
+    /* Alternating libraries: the limits hold for the whole file. */
+    int devices = kind == TOO_MANY_DEVICES;
+    snprintf(text, size, "[platform]\nicd = a\n");
+    for (int i = 0; i < (devices ? 65 : 16) && (len = strlen(text)) + 24 < size; i++)
+      snprintf(text + len, size - len, devices ? "[device]\n" : "[platform]\nicd = %c\n", "ba"[i % 2]);
+  }
+}
+
+ParameterizedTestParameters(fakeicd, oversized_scenarios_are_rejected) {
+  static struct generated_case cases[] = {
+    {LONG_VALUE, "3: name = 000"},
+    {LONG_LINE, "3: line longer than"},
+    {TOO_MANY_PLATFORMS, "33: more than 16 platforms"},
+    {TOO_MANY_DEVICES, "67: more than 64 devices"},
+  };
+  return cr_make_param_array(struct generated_case, cases, COUNT(cases));
+}
+
+ParameterizedTest(struct generated_case *c, fakeicd, oversized_scenarios_are_rejected) {
+  char text[8192], path[4096];
+  generated_text(c->kind, text, sizeof text);
+  use_text_scenario(text, path, sizeof path);
+  expect_rejected(path, c->where);
+  unlink(path);
+}
+
+/* ------------------------------------------------------------------ */
+/* ocl-icd's own behaviour, which the discovery code relies on         */
+/* ------------------------------------------------------------------ */
+
+static void skip_unless_ocl_icd(void)
+{
+  if (clGetExtensionFunctionAddress("clGetICDLoaderInfoOCLICD") == NULL)
+    cr_skip_test("the loader is not ocl-icd");
+}
+
+Test(fakeicd, ocl_icd_skips_a_platform_without_cl_khr_icd) {
+  char path[4096];
+  cl_platform_id all[MAX_PLATFORMS];
+  use_text_scenario("[platform]\nname = No ICD Extension\nextensions = cl_khr_fp64\n[device]\n"
+                    "[platform]\nname = Fine\n[device]\n", path, sizeof path);
+  skip_unless_ocl_icd();
+  unlink(path);
+  cr_assert_eq(list_platforms(all), 1);
+  platform_named("Fine");
+}
+
+/* Copies the .icd file `from` (in the build's vendors directory) to dir/to. */
+static void copy_icd(const char *from, const char *dir, const char *to)
+{
+  char src[4096], dst[4096], line[4096];
+  FILE *in, *out;
+  snprintf(src, sizeof src, "%s/tests/fakeicd/vendors/%s", env_dir("BANKML_TOP_BUILDDIR"), from);
+  snprintf(dst, sizeof dst, "%s/%s", dir, to);
+  cr_assert_not_null(in = fopen(src, "r"), "%s", src);
+  cr_assert_not_null(fgets(line, sizeof line, in));
+  fclose(in);
+  cr_assert_not_null(out = fopen(dst, "w"), "%s", dst);
+  fputs(line, out);
+  cr_assert_eq(fclose(out), 0);
+}
+
+Test(fakeicd, ocl_icd_lists_one_library_registered_twice_twice) {
+  static const char *const icds[] = {"fake_a.icd", "fake_a_again.icd", "fake_b.icd"};
+  const char *tmp = getenv("TMPDIR");
+  char dir[4096], path[4200];
+  cl_platform_id all[MAX_PLATFORMS], discrete;
+  cl_uint n, seen = 0;
+  use_scenario("mixed.conf");
+  snprintf(dir, sizeof dir, "%s/fakeicd-vendors-XXXXXX", tmp != NULL && tmp[0] != '\0' ? tmp : "/tmp");
+  cr_assert_not_null(mkdtemp(dir));
+  copy_icd("fake_a.icd", dir, icds[0]);
+  copy_icd("fake_a.icd", dir, icds[1]);
+  copy_icd("fake_b.icd", dir, icds[2]);
+  cr_assert_eq(setenv("OCL_ICD_VENDORS", dir, 1), 0);
+  skip_unless_ocl_icd();
+  n = list_platforms(all);
+  for (size_t i = 0; i < COUNT(icds); i++) {
+    snprintf(path, sizeof path, "%s/%s", dir, icds[i]);
+    unlink(path);
+  }
+  rmdir(dir);
+  cr_assert_eq(n, 6 + 4, "library a's four platforms come twice");
+  discrete = NULL;
+  for (cl_uint i = 0; i < n; i++) {
+    char name[256];
+    platform_string(all[i], CL_PLATFORM_NAME, name, sizeof name);
+    if (strcmp(name, "Fake Discrete") != 0)
+      continue;
+    cr_expect(discrete == NULL || discrete == all[i], "the same handle both times");
+    discrete = all[i];
+    seen++;
+  }
+  cr_expect_eq(seen, 2);
+}
