@@ -135,6 +135,80 @@ BML_EXTERN int bml_pool_q1_0_mat_vec(bml_pool *p, const bml_block_q1_0 *w, size_
 BML_EXTERN void bml_pool_close(bml_pool *p);
 
 /* ------------------------------------------------------------------------
+ * Devices: every OpenCL device the ICD loader finds, cross-checked against
+ * what the kernel says (libpci, sysfs), classified, ordered (discrete first,
+ * then device-local memory, largest first) and selected.
+ * ---------------------------------------------------------------------- */
+typedef enum {
+  BML_KIND_DISCRETE = 0,   /* a GPU with its own memory */
+  BML_KIND_INTEGRATED = 1, /* a GPU sharing host memory */
+  BML_KIND_CPU = 2,        /* a CPU device, or any software device (PoCL, llvmpipe, ...) */
+  BML_KIND_ACCELERATOR = 3,
+  BML_KIND_REMOTE = 4,     /* a device on another machine (PoCL remote): listed only */
+  BML_KIND_OTHER = 5
+} bml_device_kind;
+
+/* "discrete", "integrated", "cpu", "accelerator", "remote", "other".  Static. */
+BML_EXTERN const char *bml_device_kind_name(bml_device_kind kind);
+
+/* One device.  Strings belong to the list and live until bml_devices_free. */
+typedef struct {
+  size_t index;              /* its position in the listing (BANKML_GPU=0,2 uses these) */
+  bml_device_kind kind;
+  const char *name;          /* CL_DEVICE_NAME */
+  const char *vendor;        /* CL_DEVICE_VENDOR */
+  const char *platform;      /* CL_PLATFORM_NAME */
+  int usable;                /* 1: bankml-cl may compute on it once it passes verification */
+  const char *why_not;       /* why it is not usable; NULL when usable */
+  int selected;              /* 1: chosen (all usable devices, or BANKML_GPU's choice) */
+  const char *pci_address;   /* "0000:03:00.0", or NULL when it has none */
+  const char *matched_by;    /* "pci-bus-info", "vendor-id", "drm" or "none" */
+  uint64_t global_mem_bytes; /* CL_DEVICE_GLOBAL_MEM_SIZE */
+  uint64_t max_alloc_bytes;  /* CL_DEVICE_MAX_MEM_ALLOC_SIZE */
+  int host_unified_memory;   /* CL_DEVICE_HOST_UNIFIED_MEMORY */
+} bml_device;
+
+typedef struct bml_devices bml_devices;
+
+/* Settings of a discovery.  bml_discover_options_init sets every field to
+ * "from the environment". */
+typedef struct {
+  const char *sysfs_root; /* NULL: $BANKML_SYSFS_ROOT, else "/sys" */
+  const char *pci_ids;    /* NULL: libpci's default pci.ids */
+  const char *gpu;        /* NULL: $BANKML_GPU; "off"/"none"/"cpu", "0,2", "pci:0000:03:00.0" */
+  int software;           /* -1: $BANKML_GPU_SOFTWARE; 0: refuse software devices; 1: allow them */
+} bml_discover_options;
+
+/* Fills o with the defaults above.  Cannot fail. */
+BML_EXTERN void bml_discover_options_init(bml_discover_options *o);
+
+/* Finds, describes, classifies, orders and selects every OpenCL device.
+ * o may be NULL (the defaults).  Never fails because a driver misbehaves:
+ * a platform or query that fails becomes a note.  Returns 0 and *out, or
+ * BML_EENV (a bad BANKML_GPU or BANKML_GPU_SOFTWARE; a message names it),
+ * BML_EINVAL, BML_ENOMEM.  Free with bml_devices_free(). */
+BML_EXTERN int bml_devices_discover(const bml_discover_options *o, bml_devices **out);
+
+/* The number of devices listed.  Cannot fail (0 for NULL). */
+BML_EXTERN size_t bml_devices_count(const bml_devices *d);
+
+/* Device i (0 <= i < count), or NULL.  Owned by d. */
+BML_EXTERN const bml_device *bml_devices_get(const bml_devices *d, size_t i);
+
+/* The notes of the listing (failed platforms and queries, disagreements
+ * between OpenCL and the kernel, duplicates).  Owned by d. */
+BML_EXTERN size_t bml_devices_note_count(const bml_devices *d);
+BML_EXTERN const char *bml_devices_note(const bml_devices *d, size_t i);
+
+/* The whole listing as one JSON object (doc/DEVICES.md has the schema),
+ * indented when pretty is nonzero.  Returns 0 and *json (free() it), or
+ * BML_EINVAL, BML_ENOMEM. */
+BML_EXTERN int bml_devices_report_json(const bml_devices *d, int pretty, char **json);
+
+/* Frees the listing.  NULL-safe. */
+BML_EXTERN void bml_devices_free(bml_devices *d);
+
+/* ------------------------------------------------------------------------
  * Logging.  Messages go to stderr with a "bankml-cl: " prefix unless a sink
  * is set.  BANKML_DEBUG=all or a list of categories (pool,cpu,device,pci,
  * build,oracle,worker) turns on debug messages.

@@ -47,6 +47,9 @@ bool bml__debug_on(unsigned cat);
 int bml__env_threads(int *out);      /* BANKML_THREADS: 1..4096 */
 int bml__env_cpu_path(const char **out); /* BANKML_CPU_PATH: a kernel name, validated by cpu.c */
 unsigned bml__env_debug(void);       /* BANKML_DEBUG: categories; junk names warn once */
+int bml__env_sysfs_root(const char **out); /* BANKML_SYSFS_ROOT: an absolute path (tests) */
+int bml__env_gpu(const char **out);  /* BANKML_GPU, unparsed (registry.c parses it) */
+int bml__env_gpu_software(bool *out); /* BANKML_GPU_SOFTWARE: 1 or 0 */
 /* Strict parsers, shared with the command's option parsing. */
 int bml__parse_long(const char *s, long lo, long hi, long *out);
 int bml__parse_double(const char *s, double lo, double hi, double *out);

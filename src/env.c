@@ -57,6 +57,18 @@ int bml__env_cpu_path(const char **out) {
   return 0;
 }
 
+int bml__env_sysfs_root(const char **out) {
+  const char *v = env_value("BANKML_SYSFS_ROOT");
+  if (!v) return 0;
+  if (v[0] != '/' || strlen(v) >= 512) {
+    bml__error(BML_CAT_ENV, "BANKML_SYSFS_ROOT=\"%s\": %s", v,
+               v[0] != '/' ? "not an absolute path" : "too long (at most 511 characters)");
+    return BML_EENV;
+  }
+  *out = v;
+  return 0;
+}
+
 unsigned bml__env_debug(void) {
   const char *v = env_value("BANKML_DEBUG");
   if (!v) return 0;
@@ -73,4 +85,22 @@ unsigned bml__env_debug(void) {
     if (*p == ',') p++;
   }
   return mask;
+}
+
+int bml__env_gpu(const char **out) {
+  const char *v = env_value("BANKML_GPU");
+  if (v) *out = v;
+  return 0;
+}
+
+int bml__env_gpu_software(bool *out) {
+  const char *v = env_value("BANKML_GPU_SOFTWARE");
+  if (!v) return 0;
+  if (strcmp(v, "1") == 0 || strcmp(v, "0") == 0) {
+    *out = v[0] == '1';
+    return 0;
+  }
+  bml__error(BML_CAT_ENV, "BANKML_GPU_SOFTWARE=\"%s\": expected 1 (software devices usable, "
+             "for tests and CI) or 0", v);
+  return BML_EENV;
 }

@@ -284,3 +284,75 @@ Test(cli, bench_verbose_reports_progress_on_stderr_only) {
   json_decref(root);
   run_free(&r);
 }
+
+/* ---- bankml-cl devices, on the fake ICD and the fake sysfs trees -------- */
+
+static void use_fake_devices(const char *scenario, const char *sysfs) {
+  const char *build = getenv("BANKML_TOP_BUILDDIR"), *src = getenv("BANKML_TOP_SRCDIR");
+  cr_assert(build && src);
+  char path[4096];
+  snprintf(path, sizeof path, "%s/tests/fakeicd/vendors", build);
+  setenv("OCL_ICD_VENDORS", path, 1);
+  snprintf(path, sizeof path, "%s/tests/fakeicd/%s.conf", src, scenario);
+  setenv("BML_FAKEICD_CONFIG", path, 1);
+  snprintf(path, sizeof path, "%s/tests/fixtures/sysfs/%s", src, sysfs);
+  setenv("BANKML_SYSFS_ROOT", path, 1);
+  unsetenv("BANKML_GPU");
+  unsetenv("BANKML_GPU_SOFTWARE");
+}
+
+Test(cli, help_lists_devices) {
+  struct run r = RUN("--help");
+  cr_expect(strstr(r.out, "\n  devices ") != NULL, "devices is not listed: %s", r.out);
+  run_free(&r);
+}
+
+Test(cli, devices_prints_one_json_object) {
+  use_fake_devices("mixed", "mixed");
+  struct run r = RUN("devices");
+  cr_assert_eq(r.status, 0, "stderr: %s", r.err);
+  json_error_t e;
+  json_t *root = json_loads(r.out, 0, &e);
+  cr_assert_not_null(root, "not JSON: %s\n%s", e.text, r.out);
+  cr_expect_eq(json_integer_value(json_object_get(root, "schema")), 1);
+  cr_expect_eq(json_array_size(json_object_get(root, "devices")), 4);
+  cr_expect_eq(json_array_size(json_object_get(root, "selected")), 3);
+  json_decref(root);
+  run_free(&r);
+}
+
+Test(cli, devices_brief_is_one_line_per_device) {
+  use_fake_devices("mixed", "mixed");
+  struct run r = RUN("devices", "--brief");
+  cr_assert_eq(r.status, 0, "stderr: %s", r.err);
+  cr_expect(strstr(r.out, "0 discrete   gfx1030 (") != NULL, "%s", r.out);
+  cr_expect(strstr(r.out, "pci 0000:03:00.0: usable, selected\n") != NULL, "%s", r.out);
+  cr_expect(strstr(r.out, "3 cpu        pthread-skylake-avx512 (Portable Computing Language): "
+                          "not usable: software device (PoCL)\n") != NULL, "%s", r.out);
+  cr_expect(strstr(r.out, "note: platform \"Broken Platform\": clGetDeviceIDs: CL_OUT_OF_HOST_MEMORY (-6)") != NULL,
+            "%s", r.out);
+  run_free(&r);
+}
+
+Test(cli, devices_with_no_platform_exits_0) {
+  use_fake_devices("empty", "empty");
+  struct run r = RUN("devices", "--brief");
+  cr_expect_eq(r.status, 0, "stderr: %s", r.err);
+  cr_expect(strstr(r.out, "no OpenCL device found") != NULL, "%s", r.out);
+  cr_expect(strstr(r.out, "OCL_ICD_VENDORS") != NULL, "%s", r.out);
+  run_free(&r);
+}
+
+Test(cli, devices_refuses_a_bad_gpu_choice_by_name) {
+  use_fake_devices("mixed", "mixed");
+  setenv("BANKML_GPU", "graphics", 1);
+  expect_usage_error(RUN("devices"), "BANKML_GPU=\"graphics\"");
+  setenv("BANKML_GPU", "7", 1);
+  expect_usage_error(RUN("devices"), "BANKML_GPU=\"7\"");
+}
+
+Test(cli, devices_misuse_exits_2) {
+  expect_usage_error(RUN("devices", "--frobnicate"), "--frobnicate");
+  expect_usage_error(RUN("devices", "extra"), "extra");
+  expect_usage_error(RUN("devices", "--brief", "--compact"), "--compact");
+}

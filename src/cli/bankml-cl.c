@@ -16,6 +16,7 @@ static const struct command {
   int (*run)(int argc, char **argv);
   const char *summary;
 } commands[] = {
+    {"devices", cmd_devices, "list every OpenCL device, what it is and whether bankml-cl uses it"},
     {"bench", cmd_bench, "time the Q1_0 matrix-vector product and check its bits"},
     {"help", cmd_help, "show this help, or a command's (bankml-cl help bench)"},
 };

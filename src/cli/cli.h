@@ -12,6 +12,7 @@ enum cli_exit {
 
 /* Subcommands: argv[0] is the subcommand's name; the return value is an enum cli_exit. */
 int cmd_bench(int argc, char **argv);
+int cmd_devices(int argc, char **argv);
 
 /* Parses all of s as a decimal whole number in lo..hi: digits only, no sign,
  * no space.  Returns 0 and *out, BML_EINVAL (not a number) or BML_ERANGE. */

@@ -1,0 +1,37 @@
+/* clinc.h -- the one place the OpenCL headers are included, with the API level bankml-cl targets. */
+#ifndef BML_CLINC_H
+#define BML_CLINC_H
+
+/* OpenCL 1.2 is the floor (ARM boards, older drivers): newer entry points
+ * are never called, and clCreateCommandQueue is used on purpose. */
+#ifndef CL_TARGET_OPENCL_VERSION
+#define CL_TARGET_OPENCL_VERSION 120
+#endif
+#define CL_USE_DEPRECATED_OPENCL_1_2_APIS
+#include <CL/cl.h>
+#include <CL/cl_ext.h>
+
+/* NVIDIA's PCI queries (cl_nv_device_attribute_query); Debian's headers
+ * stop at 0x4006, so they are defined here. */
+#define BML_CL_DEVICE_PCI_BUS_ID_NV 0x4008
+#define BML_CL_DEVICE_PCI_SLOT_ID_NV 0x4009
+#define BML_CL_DEVICE_PCI_DOMAIN_ID_NV 0x400A
+
+/* Evaluates an OpenCL call that returns cl_int; on failure logs the call,
+ * the error by name and file:line (category cat), stores the code in rc
+ * and jumps to fail. */
+#define BML_CL_TRY(cat, rc, call)                                                      \
+  do {                                                                                \
+    cl_int bml_cl_err_ = (call);                                                      \
+    if (bml_cl_err_ != CL_SUCCESS) {                                                  \
+      bml__cl_log_error((cat), #call, bml_cl_err_, __FILE__, __LINE__);               \
+      (rc) = bml_cl_err_;                                                             \
+      goto fail;                                                                      \
+    }                                                                                 \
+  } while (0)
+
+/* Logs "<call>: CL_NAME (code) at file:line" as a debug message of cat (the
+ * caller decides what the user sees). */
+void bml__cl_log_error(unsigned cat, const char *call, cl_int err, const char *file, int line);
+
+#endif

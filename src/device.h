@@ -1,0 +1,78 @@
+/* device.h -- the internal record of one OpenCL device: what the driver says, what the kernel says, and the verdict. */
+#ifndef BML_DEVICE_H
+#define BML_DEVICE_H
+
+#include "bml.h"
+#include "clinc.h"
+#include "sysfs.h"
+
+/* What the OpenCL driver says (every string malloc'd, never NULL after a
+ * successful query; "" when the query failed, with a note). */
+typedef struct {
+  cl_platform_id platform;
+  cl_device_id id;
+  char *platform_name, *platform_vendor, *platform_version;
+  char *name, *vendor, *version, *c_version, *driver_version, *extensions;
+  cl_device_type type;
+  cl_uint vendor_id, compute_units, clock_mhz;
+  cl_ulong global_mem, max_alloc, local_mem;
+  size_t max_work_group;
+  cl_bool host_unified, available, compiler_available;
+  cl_device_fp_config fp32;
+  bool has_uuid;
+  uint8_t uuid[16];
+  bml__pci_addr pci;      /* from the first topology query that answered */
+  const char *pci_source; /* "cl_khr_pci_bus_info", "amd-topology", "nv-pci-ids" or NULL */
+} bml__cl_info;
+
+/* One device of a listing: the driver's view, the kernel's, the verdict. */
+typedef struct {
+  bml__cl_info cl;
+  bool has_pci_info, has_soc;
+  bml__pci_info pci_info;
+  bml__soc_info soc;
+  const char *matched_by;     /* "pci-bus-info", "vendor-id", "drm", "none" */
+  bml__pci_addr pci;          /* the address used to match (may come from vendor-id) */
+  char pci_str[16];
+  const char *software;       /* why it is software ("PoCL", "llvmpipe", ...), or NULL */
+  char why_not[256];          /* "" when usable */
+  char **registrations;       /* platform names it was registered under (duplicates) */
+  size_t nregistrations;
+  size_t order;               /* enumeration order, the last sort key */
+  bml_device pub;             /* the public view, filled last */
+} bml__device;
+
+struct bml_devices {
+  bml__device *dev;
+  size_t len;
+  bml__notes notes;
+  bool software_allowed;
+  char gpu_setting[128];  /* BANKML_GPU as given ("" unset) */
+};
+
+/* ---- opencl.c: enumeration through the ICD loader ------------------------ */
+/* Appends every device of every platform to *devs (grown with realloc); a
+ * platform or query that fails becomes a note naming the call and the error.
+ * Returns 0 or BML_ENOMEM. */
+int bml__cl_enumerate(bml__device **devs, size_t *len, bml__notes *notes);
+/* Frees the strings of one record.  NULL-safe. */
+void bml__cl_info_free(bml__cl_info *ci);
+/* True when the space-separated extension list has ext. */
+bool bml__cl_has_extension(const char *extensions, const char *ext);
+/* "CL_DEVICE_NOT_FOUND (-1)" into buf. */
+const char *bml__cl_error_string(cl_int err, char *buf, size_t len);
+
+/* ---- registry.c: cross-check, classify, dedupe, order, select ------------ */
+/* The selection BANKML_GPU asks for. */
+typedef struct {
+  enum { BML_GPU_ALL, BML_GPU_OFF, BML_GPU_INDICES, BML_GPU_PCI } mode;
+  size_t indices[64];
+  size_t nindices;
+  bml__pci_addr pci;
+} bml__gpu_choice;
+
+/* Parses a BANKML_GPU value (NULL or "" = all usable devices).  Returns 0
+ * or BML_EENV after logging an error that names the variable and value. */
+int bml__gpu_choice_parse(const char *value, bml__gpu_choice *out);
+
+#endif

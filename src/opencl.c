@@ -1,0 +1,251 @@
+/* opencl.c -- every platform and device through the ICD loader, described by what the driver says. */
+#include "device.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+const char *bml__cl_error_string(cl_int err, char *buf, size_t len) {
+  snprintf(buf, len, "%s (%d)", bml_err_name(err), (int)err);
+  return buf;
+}
+
+void bml__cl_log_error(unsigned cat, const char *call, cl_int err, const char *file, int line) {
+  char e[64];
+  bml__debug(cat, "%s: %s at %s:%d", call, bml__cl_error_string(err, e, sizeof e), file, line);
+}
+
+bool bml__cl_has_extension(const char *extensions, const char *ext) {
+  size_t len = strlen(ext);
+  for (const char *p = extensions; p && (p = strstr(p, ext)) != NULL; p += len) {
+    bool starts = p == extensions || p[-1] == ' ';
+    bool ends = p[len] == '\0' || p[len] == ' ';
+    if (starts && ends) return true;
+  }
+  return false;
+}
+
+/* A string query of a platform or device: malloc'd, "" on failure (noted as
+ * "<who>: <call>(<what>): CL_ERROR (n)"). */
+typedef cl_int (*info_fn)(void *obj, cl_uint param, size_t size, void *value, size_t *ret);
+
+static cl_int platform_info(void *obj, cl_uint p, size_t sz, void *v, size_t *r) {
+  return clGetPlatformInfo((cl_platform_id)obj, p, sz, v, r);
+}
+
+static cl_int device_info(void *obj, cl_uint p, size_t sz, void *v, size_t *r) {
+  return clGetDeviceInfo((cl_device_id)obj, p, sz, v, r);
+}
+
+static char *query_string(info_fn fn, void *obj, cl_uint param, const char *what, const char *who,
+                          bml__notes *notes) {
+  size_t size = 0;
+  char e[64];
+  cl_int err = fn(obj, param, 0, NULL, &size);
+  char *s = err == CL_SUCCESS && size > 0 && size < (1u << 20) ? calloc(1, size + 1) : NULL;
+  if (s) err = fn(obj, param, size, s, NULL);
+  if (err != CL_SUCCESS || !s) {
+    if (err != CL_SUCCESS)
+      bml__notes_add(notes, "%s: %s(%s): %s", who,
+                     fn == platform_info ? "clGetPlatformInfo" : "clGetDeviceInfo", what,
+                     bml__cl_error_string(err, e, sizeof e));
+    free(s);
+    return strdup("");
+  }
+  return s;
+}
+
+/* Scalar device queries, as a table: the field, its size and its name. */
+#define FIELD(member, param) {#param, param, offsetof(bml__cl_info, member), sizeof(((bml__cl_info *)0)->member)}
+static const struct {
+  const char *name;
+  cl_device_info param;
+  size_t offset, size;
+} scalar_queries[] = {
+    FIELD(type, CL_DEVICE_TYPE),
+    FIELD(vendor_id, CL_DEVICE_VENDOR_ID),
+    FIELD(compute_units, CL_DEVICE_MAX_COMPUTE_UNITS),
+    FIELD(clock_mhz, CL_DEVICE_MAX_CLOCK_FREQUENCY),
+    FIELD(global_mem, CL_DEVICE_GLOBAL_MEM_SIZE),
+    FIELD(max_alloc, CL_DEVICE_MAX_MEM_ALLOC_SIZE),
+    FIELD(local_mem, CL_DEVICE_LOCAL_MEM_SIZE),
+    FIELD(max_work_group, CL_DEVICE_MAX_WORK_GROUP_SIZE),
+    FIELD(host_unified, CL_DEVICE_HOST_UNIFIED_MEMORY),
+    FIELD(available, CL_DEVICE_AVAILABLE),
+    FIELD(compiler_available, CL_DEVICE_COMPILER_AVAILABLE),
+    FIELD(fp32, CL_DEVICE_SINGLE_FP_CONFIG),
+};
+#undef FIELD
+
+static const struct {
+  const char *name;
+  cl_device_info param;
+  size_t offset;
+} string_queries[] = {
+    {"CL_DEVICE_NAME", CL_DEVICE_NAME, offsetof(bml__cl_info, name)},
+    {"CL_DEVICE_VENDOR", CL_DEVICE_VENDOR, offsetof(bml__cl_info, vendor)},
+    {"CL_DEVICE_VERSION", CL_DEVICE_VERSION, offsetof(bml__cl_info, version)},
+    {"CL_DEVICE_OPENCL_C_VERSION", CL_DEVICE_OPENCL_C_VERSION, offsetof(bml__cl_info, c_version)},
+    {"CL_DRIVER_VERSION", CL_DRIVER_VERSION, offsetof(bml__cl_info, driver_version)},
+    {"CL_DEVICE_EXTENSIONS", CL_DEVICE_EXTENSIONS, offsetof(bml__cl_info, extensions)},
+};
+
+static void query_scalars(bml__cl_info *ci, const char *who, bml__notes *notes) {
+  char e[64];
+  for (size_t i = 0; i < BML_ARRAY_SIZE(scalar_queries); i++) {
+    cl_int err = clGetDeviceInfo(ci->id, scalar_queries[i].param, scalar_queries[i].size,
+                                 (char *)ci + scalar_queries[i].offset, NULL);
+    if (err != CL_SUCCESS)
+      bml__notes_add(notes, "%s: clGetDeviceInfo(%s): %s", who, scalar_queries[i].name,
+                     bml__cl_error_string(err, e, sizeof e));
+  }
+}
+
+static void query_strings(bml__cl_info *ci, const char *who, bml__notes *notes) {
+  for (size_t i = 0; i < BML_ARRAY_SIZE(string_queries); i++)
+    *(char **)((char *)ci + string_queries[i].offset) =
+        query_string(device_info, ci->id, string_queries[i].param, string_queries[i].name, who, notes);
+}
+
+/* The PCI address from the first vendor topology query that answers:
+ * cl_khr_pci_bus_info, then AMD's topology, then NVIDIA's bus/slot ids. */
+static bool pci_from_khr(bml__cl_info *ci) {
+  cl_device_pci_bus_info_khr info;
+  if (!bml__cl_has_extension(ci->extensions, "cl_khr_pci_bus_info") ||
+      clGetDeviceInfo(ci->id, CL_DEVICE_PCI_BUS_INFO_KHR, sizeof info, &info, NULL) != CL_SUCCESS)
+    return false;
+  ci->pci = (bml__pci_addr){true, (uint16_t)info.pci_domain, (uint8_t)info.pci_bus,
+                            (uint8_t)info.pci_device, (uint8_t)info.pci_function};
+  return true;
+}
+
+static bool pci_from_amd(bml__cl_info *ci) {
+  cl_device_topology_amd t;
+  if (clGetDeviceInfo(ci->id, CL_DEVICE_TOPOLOGY_AMD, sizeof t, &t, NULL) != CL_SUCCESS ||
+      t.raw.type != CL_DEVICE_TOPOLOGY_TYPE_PCIE_AMD)
+    return false;
+  ci->pci = (bml__pci_addr){true, 0, (uint8_t)t.pcie.bus, (uint8_t)t.pcie.device,
+                            (uint8_t)t.pcie.function};
+  return true;
+}
+
+static bool pci_from_nv(bml__cl_info *ci) {
+  cl_uint bus, slot, domain = 0;
+  if (clGetDeviceInfo(ci->id, BML_CL_DEVICE_PCI_BUS_ID_NV, sizeof bus, &bus, NULL) != CL_SUCCESS ||
+      clGetDeviceInfo(ci->id, BML_CL_DEVICE_PCI_SLOT_ID_NV, sizeof slot, &slot, NULL) != CL_SUCCESS)
+    return false;
+  /* the domain query is newer than the others: 0 when the driver lacks it */
+  if (clGetDeviceInfo(ci->id, BML_CL_DEVICE_PCI_DOMAIN_ID_NV, sizeof domain, &domain, NULL) != CL_SUCCESS)
+    domain = 0;
+  ci->pci = (bml__pci_addr){true, (uint16_t)domain, (uint8_t)bus, (uint8_t)(slot >> 3), (uint8_t)(slot & 7)};
+  return true;
+}
+
+static const struct {
+  const char *source;
+  bool (*query)(bml__cl_info *ci);
+} pci_queries[] = {
+    {"cl_khr_pci_bus_info", pci_from_khr},
+    {"amd-topology", pci_from_amd},
+    {"nv-pci-ids", pci_from_nv},
+};
+
+static void query_pci(bml__cl_info *ci) {
+  for (size_t i = 0; i < BML_ARRAY_SIZE(pci_queries); i++)
+    if (pci_queries[i].query(ci)) {
+      ci->pci_source = pci_queries[i].source;
+      return;
+    }
+}
+
+static void query_uuid(bml__cl_info *ci) {
+  if (bml__cl_has_extension(ci->extensions, "cl_khr_device_uuid") &&
+      clGetDeviceInfo(ci->id, CL_DEVICE_UUID_KHR, sizeof ci->uuid, ci->uuid, NULL) == CL_SUCCESS)
+    ci->has_uuid = true;
+}
+
+static void describe_device(bml__cl_info *ci, bml__notes *notes) {
+  char who[160];
+  snprintf(who, sizeof who, "platform \"%s\" device %p", ci->platform_name, (void *)ci->id);
+  query_strings(ci, who, notes);
+  snprintf(who, sizeof who, "platform \"%s\" device \"%s\"", ci->platform_name, ci->name);
+  query_scalars(ci, who, notes);
+  query_pci(ci);
+  query_uuid(ci);
+}
+
+void bml__cl_info_free(bml__cl_info *ci) {
+  if (!ci) return;
+  char **strings[] = {&ci->platform_name, &ci->platform_vendor, &ci->platform_version, &ci->name,
+                      &ci->vendor, &ci->version, &ci->c_version, &ci->driver_version, &ci->extensions};
+  for (size_t i = 0; i < BML_ARRAY_SIZE(strings); i++) {
+    free(*strings[i]);
+    *strings[i] = NULL;
+  }
+}
+
+static int grow(bml__device **devs, size_t len, size_t more) {
+  bml__device *d = realloc(*devs, (len + more) * sizeof *d);
+  if (!d) return BML_ENOMEM;
+  memset(d + len, 0, more * sizeof *d);
+  *devs = d;
+  return 0;
+}
+
+/* Appends the devices of one platform. */
+static int enumerate_platform(cl_platform_id p, bml__device **devs, size_t *len, bml__notes *notes) {
+  char *name = query_string(platform_info, p, CL_PLATFORM_NAME, "CL_PLATFORM_NAME", "platform", notes);
+  char who[160], e[64];
+  snprintf(who, sizeof who, "platform \"%s\"", name);
+  cl_uint n = 0;
+  cl_int err = clGetDeviceIDs(p, CL_DEVICE_TYPE_ALL, 0, NULL, &n);
+  cl_device_id *ids = err == CL_SUCCESS && n > 0 ? calloc(n, sizeof *ids) : NULL;
+  if (ids) err = clGetDeviceIDs(p, CL_DEVICE_TYPE_ALL, n, ids, NULL);
+  int rc = 0;
+  if (err != CL_SUCCESS) {
+    bml__notes_add(notes, "%s: clGetDeviceIDs: %s", who, bml__cl_error_string(err, e, sizeof e));
+    n = 0;
+  } else if (n > 0 && (!ids || grow(devs, *len, n) != 0)) {
+    rc = BML_ENOMEM;
+    n = 0;
+  }
+  for (cl_uint i = 0; i < n; i++) {
+    bml__cl_info *ci = &(*devs)[*len + i].cl;
+    ci->platform = p;
+    ci->id = ids[i];
+    ci->platform_name = strdup(name);
+    ci->platform_vendor = query_string(platform_info, p, CL_PLATFORM_VENDOR, "CL_PLATFORM_VENDOR", who, notes);
+    ci->platform_version = query_string(platform_info, p, CL_PLATFORM_VERSION, "CL_PLATFORM_VERSION", who, notes);
+    describe_device(ci, notes);
+    (*devs)[*len + i].order = *len + i;
+  }
+  *len += n;
+  free(ids);
+  free(name);
+  return rc;
+}
+
+int bml__cl_enumerate(bml__device **devs, size_t *len, bml__notes *notes) {
+  cl_uint n = 0;
+  char e[64];
+  cl_int err = clGetPlatformIDs(0, NULL, &n);
+  if (err == CL_PLATFORM_NOT_FOUND_KHR || (err == CL_SUCCESS && n == 0)) {
+    bml__notes_add(notes, "no OpenCL platform: the ICD loader found no driver (it reads the .icd "
+                          "files in /etc/OpenCL/vendors, or those OCL_ICD_VENDORS names)");
+    return 0;
+  }
+  if (err != CL_SUCCESS) {
+    bml__notes_add(notes, "clGetPlatformIDs: %s", bml__cl_error_string(err, e, sizeof e));
+    return 0;
+  }
+  cl_platform_id *ps = calloc(n, sizeof *ps);
+  if (!ps) return BML_ENOMEM;
+  err = clGetPlatformIDs(n, ps, NULL);
+  int rc = 0;
+  if (err != CL_SUCCESS)
+    bml__notes_add(notes, "clGetPlatformIDs: %s", bml__cl_error_string(err, e, sizeof e));
+  for (cl_uint i = 0; err == CL_SUCCESS && rc == 0 && i < n; i++)
+    rc = enumerate_platform(ps[i], devs, len, notes);
+  free(ps);
+  return rc;
+}

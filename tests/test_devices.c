@@ -1,0 +1,345 @@
+/* test_devices.c -- discovery through the real ICD loader: the fake ICD's scripted devices on fake sysfs trees, and the real PoCL. */
+#include <criterion/criterion.h>
+
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bml.h"
+
+/* Points the loader at the fake ICD with a scenario, and sysfs at a
+ * fixture tree (NULL: an empty directory that has nothing). Must run
+ * before the process's first OpenCL call. */
+static void use_fake(const char *scenario, const char *sysfs) {
+  const char *build = getenv("BANKML_TOP_BUILDDIR"), *src = getenv("BANKML_TOP_SRCDIR");
+  cr_assert(build && src, "BANKML_TOP_BUILDDIR/BANKML_TOP_SRCDIR not set (run through make check)");
+  char path[4096];
+  snprintf(path, sizeof path, "%s/tests/fakeicd/vendors", build);
+  setenv("OCL_ICD_VENDORS", path, 1);
+  snprintf(path, sizeof path, "%s/tests/fakeicd/%s.conf", src, scenario);
+  setenv("BML_FAKEICD_CONFIG", path, 1);
+  snprintf(path, sizeof path, "%s/tests/fixtures/sysfs/%s", src, sysfs ? sysfs : "empty");
+  setenv("BANKML_SYSFS_ROOT", path, 1);
+  unsetenv("BANKML_GPU");
+  unsetenv("BANKML_GPU_SOFTWARE");
+}
+
+static char logged[8192];
+static void capture(void *ctx, bml_log_level level, const char *cat, const char *msg) {
+  (void)ctx, (void)level, (void)cat;
+  strncat(logged, msg, sizeof logged - strlen(logged) - 2);
+  strcat(logged, "\n");
+}
+
+static bml_devices *discover(void) {
+  bml_devices *d = NULL;
+  int rc = bml_devices_discover(NULL, &d);
+  cr_assert_eq(rc, 0, "discover: %s", bml_strerror(rc));
+  return d;
+}
+
+static const bml_device *find(const bml_devices *l, const char *name) {
+  for (size_t i = 0; i < bml_devices_count(l); i++)
+    if (strcmp(bml_devices_get(l, i)->name, name) == 0) return bml_devices_get(l, i);
+  cr_assert_fail("no device named %s", name);
+  return NULL;
+}
+
+static bool has_note(const bml_devices *l, const char *needle) {
+  for (size_t i = 0; i < bml_devices_note_count(l); i++)
+    if (strstr(bml_devices_note(l, i), needle)) return true;
+  return false;
+}
+
+static json_t *report(const bml_devices *l) {
+  char *text = NULL;
+  cr_assert_eq(bml_devices_report_json(l, 0, &text), 0);
+  json_error_t err;
+  json_t *root = json_loads(text, 0, &err);
+  cr_assert_not_null(root, "report is not JSON: %s", err.text);
+  free(text);
+  return root;
+}
+
+static json_t *device_json(json_t *root, size_t index) {
+  json_t *d = json_array_get(json_object_get(root, "devices"), index);
+  cr_assert_not_null(d, "no device %zu in the report", index);
+  return d;
+}
+
+static const char *jstr(json_t *o, const char *path) {
+  /* "a.b.c" through nested objects */
+  char buf[256];
+  snprintf(buf, sizeof buf, "%s", path);
+  json_t *cur = o;
+  for (char *tok = strtok(buf, "."); tok && cur; tok = strtok(NULL, ".")) cur = json_object_get(cur, tok);
+  cr_assert(json_is_string(cur), "%s is not a string", path);
+  return json_string_value(cur);
+}
+
+TestSuite(devices, .timeout = 60);
+
+Test(devices, mixed_machine_is_classified_ordered_and_cross_checked) {
+  use_fake("mixed", "mixed");
+  bml_devices *l = discover();
+  cr_assert_eq(bml_devices_count(l), 4, "the duplicate is listed once and the broken platform has none");
+  const bml_device *amd = bml_devices_get(l, 0), *intel = bml_devices_get(l, 1);
+  const bml_device *mali = bml_devices_get(l, 2), *pocl = bml_devices_get(l, 3);
+  cr_expect_str_eq(amd->name, "gfx1030");
+  cr_expect_eq(amd->kind, BML_KIND_DISCRETE);
+  cr_expect_str_eq(amd->pci_address, "0000:03:00.0");
+  cr_expect_str_eq(amd->matched_by, "pci-bus-info");
+  cr_expect(amd->usable && amd->selected);
+  cr_expect_str_eq(intel->name, "Intel(R) UHD Graphics 770");
+  cr_expect_eq(intel->kind, BML_KIND_INTEGRATED);
+  cr_expect_str_eq(intel->matched_by, "pci-bus-info");
+  cr_expect(intel->usable && intel->selected);
+  cr_expect_str_eq(mali->name, "Mali-G610 r0p0");
+  cr_expect_eq(mali->kind, BML_KIND_INTEGRATED);
+  cr_expect_str_eq(mali->matched_by, "drm");
+  cr_expect_null(mali->pci_address);
+  cr_expect(mali->usable, "Mali: %s", mali->why_not ? mali->why_not : "");
+  cr_expect_eq(pocl->kind, BML_KIND_CPU);
+  cr_expect(!pocl->usable && !pocl->selected);
+  cr_expect_str_eq(pocl->why_not, "software device (PoCL)");
+  cr_expect(has_note(l, "platform \"Broken Platform\": clGetDeviceIDs: CL_OUT_OF_HOST_MEMORY (-6)"),
+            "the failed platform is not a note");
+  cr_expect(has_note(l, "registered twice"), "the duplicate is not noted");
+  bml_devices_free(l);
+}
+
+Test(devices, report_carries_driver_and_kernel_facts) {
+  use_fake("mixed", "mixed");
+  bml_devices *l = discover();
+  json_t *root = report(l);
+  cr_expect_eq(json_integer_value(json_object_get(root, "schema")), 1);
+  cr_expect_str_eq(jstr(root, "bankml_cl_version"), bml_version_string());
+  json_t *sel = json_object_get(root, "selected");
+  cr_expect_eq(json_array_size(sel), 3);
+  json_t *amd = device_json(root, 0);
+  cr_expect_str_eq(jstr(amd, "kind"), "discrete");
+  cr_expect_str_eq(jstr(amd, "vendor_id"), "0x1002");
+  cr_expect_str_eq(jstr(amd, "pci.address"), "0000:03:00.0");
+  cr_expect_str_eq(jstr(amd, "pci.source"), "cl_khr_pci_bus_info");
+  cr_expect_str_eq(jstr(amd, "pci.vendor_name"), "Advanced Micro Devices, Inc. [AMD/ATI]");
+  cr_expect_str_eq(jstr(amd, "sysfs.driver"), "amdgpu");
+  cr_expect(json_integer_value(json_object_get(json_object_get(amd, "sysfs"), "vram_total")) > 0);
+  cr_expect_str_eq(jstr(amd, "uuid"), "3a0c1e55-7f2b-4d0a-9e61-0b5c2d8f4a17");
+  cr_expect(json_is_true(json_object_get(json_object_get(amd, "fp32"), "fma")));
+  cr_expect(json_is_true(json_object_get(json_object_get(amd, "extensions"), "pci_bus_info")));
+  cr_expect_eq(json_array_size(json_object_get(amd, "registrations")), 2, "both registrations kept");
+  json_t *intel = device_json(root, 1);
+  cr_expect_str_eq(jstr(intel, "sysfs.driver"), "i915");
+  cr_expect(json_is_true(json_object_get(json_object_get(intel, "extensions"), "fp16")));
+  json_t *mali = device_json(root, 2);
+  cr_expect_str_eq(jstr(mali, "sysfs.driver"), "panfrost");
+  cr_expect(json_is_null(json_object_get(mali, "pci")));
+  json_t *pocl = device_json(root, 3);
+  cr_expect_str_eq(jstr(pocl, "why_not"), "software device (PoCL)");
+  cr_expect_str_eq(jstr(pocl, "software"), "PoCL");
+  json_t *k0 = json_array_get(json_object_get(root, "kernels"), 0);
+  cr_expect_str_eq(jstr(k0, "kernel"), "q1_0_mat_vec");
+  cr_expect_eq(json_integer_value(json_object_get(k0, "card")), 0);
+  json_decref(root);
+  bml_devices_free(l);
+}
+
+Test(devices, no_platform_is_an_empty_list_with_a_note) {
+  use_fake("empty", NULL);
+  bml_devices *l = discover();
+  cr_expect_eq(bml_devices_count(l), 0);
+  cr_expect(has_note(l, "OCL_ICD_VENDORS") && has_note(l, "/etc/OpenCL/vendors"),
+            "the note does not say how the loader looks for drivers");
+  json_t *root = report(l);
+  cr_expect_eq(json_array_size(json_object_get(root, "devices")), 0);
+  json_decref(root);
+  bml_devices_free(l);
+}
+
+Test(devices, nvidia_bus_slot_queries_give_the_pci_address) {
+  use_fake("nvidia", "nvidia");
+  bml_devices *l = discover();
+  cr_assert_eq(bml_devices_count(l), 1);
+  const bml_device *d = bml_devices_get(l, 0);
+  cr_expect_eq(d->kind, BML_KIND_DISCRETE);
+  cr_expect_str_eq(d->pci_address, "0000:00:06.0");
+  cr_expect_str_eq(d->matched_by, "pci-bus-info");
+  json_t *root = report(l);
+  json_t *dj = device_json(root, 0);
+  cr_expect_str_eq(jstr(dj, "pci.source"), "nv-pci-ids");
+  cr_expect_str_eq(jstr(dj, "sysfs.driver"), "nvidia");
+  cr_expect(json_is_null(json_object_get(json_object_get(dj, "sysfs"), "drm_card")),
+            "the NVIDIA card has no DRM node");
+  json_decref(root);
+  bml_devices_free(l);
+}
+
+Test(devices, amd_topology_gives_the_pci_address) {
+  use_fake("amd-topology", "amdgpu");
+  bml_devices *l = discover();
+  cr_assert_eq(bml_devices_count(l), 1);
+  const bml_device *d = bml_devices_get(l, 0);
+  cr_expect_str_eq(d->pci_address, "0000:03:00.0");
+  cr_expect_str_eq(d->matched_by, "pci-bus-info");
+  cr_expect_eq(d->kind, BML_KIND_DISCRETE);
+  bml_devices_free(l);
+}
+
+Test(devices, llvmpipe_claiming_gpu_is_software) {
+  use_fake("llvmpipe", NULL);
+  bml_devices *l = discover();
+  cr_assert_eq(bml_devices_count(l), 1);
+  const bml_device *d = bml_devices_get(l, 0);
+  cr_expect_eq(d->kind, BML_KIND_CPU);
+  cr_expect(!d->usable);
+  cr_expect_str_eq(d->why_not, "software device (llvmpipe)");
+  bml_devices_free(l);
+}
+
+Test(devices, gpu_with_no_device_behind_it_is_software) {
+  use_fake("mixed", NULL); /* an empty sysfs: nothing is behind any of the GPUs */
+  bml_devices *l = discover();
+  const bml_device *mali = find(l, "Mali-G610 r0p0");
+  cr_expect_eq(mali->kind, BML_KIND_CPU);
+  cr_expect(strstr(mali->why_not, "no PCI or platform device") != NULL, "%s", mali->why_not);
+  bml_devices_free(l);
+}
+
+Test(devices, gpu_choice_off_selects_nothing) {
+  static const char *off[] = {"off", "none", "cpu"};
+  use_fake("mixed", "mixed");
+  for (size_t i = 0; i < BML_ARRAY_SIZE(off); i++) {
+    setenv("BANKML_GPU", off[i], 1);
+    bml_devices *l = discover();
+    for (size_t k = 0; k < bml_devices_count(l); k++)
+      cr_expect(!bml_devices_get(l, k)->selected, "BANKML_GPU=%s selected device %zu", off[i], k);
+    bml_devices_free(l);
+  }
+}
+
+Test(devices, gpu_choice_by_index_and_by_pci_address) {
+  use_fake("mixed", "mixed");
+  setenv("BANKML_GPU", "2,0", 1);
+  bml_devices *l = discover();
+  cr_expect(bml_devices_get(l, 0)->selected && !bml_devices_get(l, 1)->selected &&
+            bml_devices_get(l, 2)->selected);
+  bml_devices_free(l);
+  setenv("BANKML_GPU", "pci:0000:00:02.0", 1);
+  l = discover();
+  cr_expect(!bml_devices_get(l, 0)->selected && bml_devices_get(l, 1)->selected &&
+            !bml_devices_get(l, 2)->selected);
+  bml_devices_free(l);
+  setenv("BANKML_GPU", "3", 1); /* PoCL: named, not usable, so not selected, and a note */
+  l = discover();
+  cr_expect(!bml_devices_get(l, 3)->selected);
+  cr_expect(has_note(l, "not usable"));
+  bml_devices_free(l);
+  setenv("BANKML_GPU", "", 1); /* empty: the default, every usable device */
+  l = discover();
+  cr_expect(bml_devices_get(l, 0)->selected && bml_devices_get(l, 1)->selected);
+  bml_devices_free(l);
+}
+
+Test(devices, bad_gpu_choices_are_refused_by_name) {
+  static const char *bad[] = {"junk", "0,", ",1", "1;2", "-1", "pci:", "pci:zz:00.0", "9", "pci:0000:09:00.0", "99999"};
+  use_fake("mixed", "mixed");
+  bml_log_set_sink(capture, NULL);
+  for (size_t i = 0; i < BML_ARRAY_SIZE(bad); i++) {
+    logged[0] = '\0';
+    setenv("BANKML_GPU", bad[i], 1);
+    bml_devices *l = (bml_devices *)0x1;
+    cr_expect_eq(bml_devices_discover(NULL, &l), BML_EENV, "BANKML_GPU=\"%s\" accepted", bad[i]);
+    cr_expect_null(l);
+    cr_expect(strstr(logged, "BANKML_GPU") && strstr(logged, bad[i]), "message for \"%s\": %s", bad[i], logged);
+  }
+  bml_log_set_sink(NULL, NULL);
+}
+
+Test(devices, software_flag_makes_software_usable_and_says_so) {
+  use_fake("mixed", "mixed");
+  setenv("BANKML_GPU_SOFTWARE", "1", 1);
+  bml_log_set_sink(capture, NULL);
+  logged[0] = '\0';
+  bml_devices *l = discover();
+  cr_expect(strstr(logged, "BANKML_GPU_SOFTWARE=1") != NULL, "no message: %s", logged);
+  const bml_device *pocl = find(l, "pthread-skylake-avx512");
+  cr_expect(pocl->usable && pocl->selected);
+  cr_expect_eq(pocl->kind, BML_KIND_CPU, "still kind cpu");
+  bml_devices_free(l);
+  setenv("BANKML_GPU_SOFTWARE", "yes", 1);
+  l = (bml_devices *)0x1;
+  cr_expect_eq(bml_devices_discover(NULL, &l), BML_EENV);
+  cr_expect(strstr(logged, "BANKML_GPU_SOFTWARE=\"yes\"") != NULL, "%s", logged);
+  bml_log_set_sink(NULL, NULL);
+}
+
+Test(devices, options_override_the_environment) {
+  use_fake("mixed", NULL);
+  setenv("BANKML_GPU", "junk", 1);
+  bml_discover_options o;
+  bml_discover_options_init(&o);
+  char root[4096];
+  snprintf(root, sizeof root, "%s/tests/fixtures/sysfs/mixed", getenv("BANKML_TOP_SRCDIR"));
+  o.sysfs_root = root;
+  o.gpu = "1";
+  o.software = 0;
+  bml_devices *l = NULL;
+  cr_assert_eq(bml_devices_discover(&o, &l), 0);
+  cr_expect(!bml_devices_get(l, 0)->selected && bml_devices_get(l, 1)->selected);
+  cr_expect_str_eq(bml_devices_get(l, 0)->matched_by, "pci-bus-info");
+  bml_devices_free(l);
+}
+
+Test(devices, accessors_are_null_safe) {
+  cr_expect_eq(bml_devices_count(NULL), 0);
+  cr_expect_null(bml_devices_get(NULL, 0));
+  cr_expect_null(bml_devices_note(NULL, 0));
+  cr_expect_eq(bml_devices_discover(NULL, NULL), BML_EINVAL);
+  char *j = NULL;
+  cr_expect_eq(bml_devices_report_json(NULL, 0, &j), BML_EINVAL);
+  cr_expect_str_eq(bml_device_kind_name(BML_KIND_INTEGRATED), "integrated");
+  bml_devices_free(NULL);
+}
+
+/* The real thing: the PoCL platform installed on this machine (CI installs
+ * pocl-opencl-icd).  Skips, visibly, where there is none. */
+static const bml_device *real_pocl(bml_devices *l) {
+  for (size_t i = 0; i < bml_devices_count(l); i++)
+    if (strstr(bml_devices_get(l, i)->platform, "Portable Computing Language")) return bml_devices_get(l, i);
+  return NULL;
+}
+
+Test(devices, real_pocl_is_cpu_and_not_selected) {
+  unsetenv("OCL_ICD_VENDORS");
+  unsetenv("BANKML_GPU");
+  unsetenv("BANKML_GPU_SOFTWARE");
+  unsetenv("BANKML_SYSFS_ROOT");
+  bml_devices *l = discover();
+  const bml_device *d = real_pocl(l);
+  if (!d) {
+    bml_devices_free(l);
+    cr_skip_test("no PoCL platform here (apt-get install pocl-opencl-icd)");
+  }
+  cr_expect_eq(d->kind, BML_KIND_CPU);
+  cr_expect(!d->usable && !d->selected);
+  cr_expect_str_eq(d->why_not, "software device (PoCL)");
+  bml_devices_free(l);
+}
+
+Test(devices, real_pocl_is_selected_with_the_software_flag) {
+  unsetenv("OCL_ICD_VENDORS");
+  unsetenv("BANKML_GPU");
+  unsetenv("BANKML_SYSFS_ROOT");
+  setenv("BANKML_GPU_SOFTWARE", "1", 1);
+  bml_log_set_sink(capture, NULL);
+  bml_devices *l = discover();
+  const bml_device *d = real_pocl(l);
+  if (!d) {
+    bml_devices_free(l);
+    cr_skip_test("no PoCL platform here (apt-get install pocl-opencl-icd)");
+  }
+  cr_expect(d->usable && d->selected);
+  bml_devices_free(l);
+  bml_log_set_sink(NULL, NULL);
+}
