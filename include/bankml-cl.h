@@ -166,6 +166,9 @@ typedef struct {
   uint64_t global_mem_bytes; /* CL_DEVICE_GLOBAL_MEM_SIZE */
   uint64_t max_alloc_bytes;  /* CL_DEVICE_MAX_MEM_ALLOC_SIZE */
   int host_unified_memory;   /* CL_DEVICE_HOST_UNIFIED_MEMORY */
+  int verified;              /* 1: passed bml_devices_verify, 0: failed it, -1: not verified */
+  void *cl_platform;         /* its cl_platform_id, for an engine that shares the device */
+  void *cl_device;           /* its cl_device_id */
 } bml_device;
 
 typedef struct bml_devices bml_devices;
@@ -207,6 +210,50 @@ BML_EXTERN int bml_devices_report_json(const bml_devices *d, int pretty, char **
 
 /* Frees the listing.  NULL-safe. */
 BML_EXTERN void bml_devices_free(bml_devices *d);
+
+/* ------------------------------------------------------------------------
+ * Verification: a card computes only after it has reproduced, on the card,
+ * the CPU kernel's bits on every row of every check (doc/ORACLE.md).
+ * ---------------------------------------------------------------------- */
+
+/* One check of a verification. */
+typedef struct {
+  size_t device;           /* report index of the device */
+  const char *device_name;
+  const char *check;       /* "fma probe", "build", "q1_0_mat_vec", "q1_0_mat_vec8" */
+  const char *fma;         /* "native" or "emulated": which fma the build uses */
+  size_t rows, n;          /* the shape (0 for the probe and builds) */
+  const char *regime;      /* "random", "layer", "golden", "probe" */
+  size_t exact, total;     /* rows (probe: cases) equal to the CPU's bits, of how many */
+  int ok;
+  long first_bad;          /* the first row or case that differs, or -1 */
+  uint32_t cpu_bits, card_bits; /* its bits on the CPU and on the card */
+  double ms;               /* the card's wall-clock time for the check */
+  const char *detail;      /* why it failed (an OpenCL error, a build log), or NULL */
+} bml_verify_line;
+
+typedef void (*bml_verify_fn)(void *ctx, const bml_verify_line *line);
+
+typedef struct {
+  bml_verify_fn on_line;   /* called for every check as it completes (may be NULL) */
+  void *ctx;
+  const char *golden_dir;  /* ggml's golden vectors: NULL = $BANKML_GOLDEN_DIR, else the
+                              installed copy; "" = none */
+  int quick;               /* 1: the small shapes only (the full list is the default) */
+} bml_verify_options;
+
+/* Fills o with the defaults.  Cannot fail. */
+BML_EXTERN void bml_verify_options_init(bml_verify_options *o);
+
+/* Verifies device i of d on the card: the fma probe, then both kernels (and
+ * the emulated-fma build) on random data with -128 quants and special
+ * scales, on layer-shaped data, on shapes from 64x128 to 12288x4096, and on
+ * every case of ggml's golden file when it is found; every row is compared
+ * with the CPU kernel, bit for bit (NaN equals NaN).  Sets d's device i
+ * verified to 1 or 0.  Returns 0 (verified), BML_EVERIFY (a check failed:
+ * the card must not be used), BML_ENODEV (the device is not usable), or
+ * another error (the card could not be set up: it is not verified either). */
+BML_EXTERN int bml_devices_verify(bml_devices *d, size_t i, const bml_verify_options *o);
 
 /* ------------------------------------------------------------------------
  * Logging.  Messages go to stderr with a "bankml-cl: " prefix unless a sink

@@ -50,6 +50,7 @@ unsigned bml__env_debug(void);       /* BANKML_DEBUG: categories; junk names war
 int bml__env_sysfs_root(const char **out); /* BANKML_SYSFS_ROOT: an absolute path (tests) */
 int bml__env_gpu(const char **out);  /* BANKML_GPU, unparsed (registry.c parses it) */
 int bml__env_gpu_software(bool *out); /* BANKML_GPU_SOFTWARE: 1 or 0 */
+int bml__env_golden_dir(const char **out); /* BANKML_GOLDEN_DIR: ggml's golden vectors */
 /* Strict parsers, shared with the command's option parsing. */
 int bml__parse_long(const char *s, long lo, long hi, long *out);
 int bml__parse_double(const char *s, double lo, double hi, double *out);

@@ -104,3 +104,9 @@ int bml__env_gpu_software(bool *out) {
              "for tests and CI) or 0", v);
   return BML_EENV;
 }
+
+int bml__env_golden_dir(const char **out) {
+  const char *v = env_value("BANKML_GOLDEN_DIR");
+  if (v) *out = v;
+  return 0;
+}

@@ -288,6 +288,9 @@ static void fill_public(bml__device *d, size_t index) {
   p->global_mem_bytes = d->cl.global_mem;
   p->max_alloc_bytes = d->cl.max_alloc;
   p->host_unified_memory = d->cl.host_unified != 0;
+  p->verified = -1;
+  p->cl_platform = d->cl.platform;
+  p->cl_device = d->cl.id;
 }
 
 /* ---- the listing ------------------------------------------------------------------ */

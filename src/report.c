@@ -133,6 +133,7 @@ static json_t *device_json(const bml__device *d) {
       ci->compiler_available != 0, "fp32", fp32_json(ci->fp32), "extensions",
       extensions_json(ci->extensions), "uuid", uuid_json(ci));
   if (!o) return NULL;
+  json_object_set_new(o, "verified", d->pub.verified < 0 ? json_null() : json_boolean(d->pub.verified));
   json_object_set_new(o, "software", str_or_null(d->software));
   json_object_set_new(o, "pci", pci_json(d));
   json_object_set_new(o, "sysfs", sysfs_json(d));
@@ -141,13 +142,14 @@ static json_t *device_json(const bml__device *d) {
   return o;
 }
 
-/* Which work goes where: Q1_0 products on the first selected card once it
- * reproduces the CPU's bits (the rest of the rows, and all of them
- * otherwise, on the CPU); everything else on the CPU. */
+/* Which work goes where: Q1_0 products on the first selected card that has
+ * not failed verification, once it reproduces the CPU's bits (the rest of
+ * the rows, and all of them otherwise, on the CPU); everything else on the
+ * CPU. */
 static json_t *kernels_json(const struct bml_devices *l) {
   json_t *card = json_null();
   for (size_t i = 0; i < l->len && json_is_null(card); i++)
-    if (l->dev[i].pub.selected) card = json_integer((json_int_t)i);
+    if (l->dev[i].pub.selected && l->dev[i].pub.verified != 0) card = json_integer((json_int_t)i);
   const char *cpu = bml_cpu_path();
   json_t *q1 = json_pack("{s:s, s:s, s:o, s:s, s:s}", "kernel", "q1_0_mat_vec", "runs_on",
                          json_is_null(card) ? "cpu" : "card+cpu", "card", card, "cpu_path", cpu,

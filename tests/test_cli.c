@@ -356,3 +356,45 @@ Test(cli, devices_misuse_exits_2) {
   expect_usage_error(RUN("devices", "extra"), "extra");
   expect_usage_error(RUN("devices", "--brief", "--compact"), "--compact");
 }
+
+Test(cli, devices_verify_with_no_usable_gpu_says_so_and_exits_0) {
+  use_fake_devices("llvmpipe", "empty");
+  struct run r = RUN("devices", "--verify");
+  cr_expect_eq(r.status, 0, "stderr: %s", r.err);
+  cr_expect_str_eq(r.out, "bankml-cl devices --verify: no usable GPU found; bankml-cl runs on the CPU\n");
+  run_free(&r);
+}
+
+Test(cli, devices_verify_refuses_a_card_that_fails_and_exits_2) {
+  use_fake_devices("mixed", "mixed");
+  setenv("BANKML_GPU", "0", 1);
+  struct run r = RUN("devices", "--verify");
+  cr_expect_eq(r.status, 2, "stdout: %s stderr: %s", r.out, r.err);
+  cr_expect(strstr(r.out, "0 gfx1030: NOT VERIFIED \u2014 open: clCreateContext: CL_DEVICE_NOT_AVAILABLE (-2); "
+                          "bankml-cl will not use this card\n") != NULL, "%s", r.out);
+  run_free(&r);
+}
+
+Test(cli, devices_verify_passes_on_pocl_with_the_software_flag) {
+  unsetenv("OCL_ICD_VENDORS");
+  unsetenv("BANKML_SYSFS_ROOT");
+  unsetenv("BANKML_GPU");
+  setenv("BANKML_GPU_SOFTWARE", "1", 1);
+  struct run r = RUN("devices", "--verify");
+  if (strstr(r.out, "no usable GPU found")) {
+    run_free(&r);
+    cr_skip_test("no PoCL device here (apt-get install pocl-opencl-icd)");
+  }
+  cr_expect_eq(r.status, 0, "stdout: %s stderr: %s", r.out, r.err);
+  cr_expect(strstr(r.out, ": q1_0_mat_vec8 12288x4096 layer: 12288/12288 rows bit-exact (fma: native, ") != NULL, "%s", r.out);
+  cr_expect(strstr(r.out, ": q1_0_mat_vec 4096x4096 random: 4096/4096 rows bit-exact (fma: emulated, ") != NULL, "%s", r.out);
+  cr_expect(strstr(r.out, "verified: every check bit-exact") != NULL, "%s", r.out);
+  cr_expect(strstr(r.out, "NOT VERIFIED") == NULL, "%s", r.out);
+  cr_expect(strstr(r.err, "BANKML_GPU_SOFTWARE=1") != NULL, "no warning on stderr: %s", r.err);
+  run_free(&r);
+}
+
+Test(cli, devices_verify_misuse_exits_2) {
+  expect_usage_error(RUN("devices", "--verify", "--brief"), "--brief");
+  expect_usage_error(RUN("devices", "--golden", "/tmp"), "--golden");
+}

@@ -9,36 +9,50 @@
 #include "cli.h"
 
 struct devices_args {
-  bool brief, compact, help;
+  bool brief, compact, help, verify;
+  const char *golden;
 };
 
 static void usage(FILE *f) {
   fprintf(f,
           "usage: bankml-cl devices [--brief | --compact]\n"
+          "       bankml-cl devices --verify [--golden DIR]\n"
           "\n"
           "Lists every OpenCL device the ICD loader finds, cross-checked against what\n"
           "the kernel says (libpci, sysfs): its kind, whether bankml-cl may use it and\n"
           "why not, which devices are selected and which work goes where.  Prints one\n"
           "JSON object (schema in bankml-cl(1) and doc/DEVICES.md).\n"
           "\n"
+          "With --verify, each selected card must prove on the card that it gives the\n"
+          "CPU kernel's bits: the fma probe, then both kernels (and the emulated-fma\n"
+          "build) on random data with -128 quants and special scales, on layer-shaped\n"
+          "data, on shapes from 64x128 to 12288x4096 and on ggml's golden cases; one\n"
+          "line per check, every row compared bit for bit.\n"
+          "\n"
           "Options:\n"
           "  --brief      one line per device instead of JSON\n"
           "  --compact    JSON on one line\n"
+          "  --verify     verify every selected card on the card\n"
+          "  --golden DIR where ggml's golden vectors are (default: $BANKML_GOLDEN_DIR,\n"
+          "               else the installed copy)\n"
           "  -h, --help   show this help and exit\n"
           "\n"
           "Environment: BANKML_GPU=off|none|cpu, 0,2 (report indices) or\n"
           "pci:0000:03:00.0 chooses the devices; BANKML_GPU_SOFTWARE=1 lets software\n"
           "devices (PoCL, llvmpipe) be used, for tests and CI only.\n"
           "\n"
-          "Exit status: 0 listed (also when there is no device), 2 bad usage or a bad\n"
-          "BANKML_GPU, 3 could not run.  See bankml-cl(1).\n");
+          "Exit status: 0 listed, or every selected card verified (also when there is\n"
+          "no usable card); 2 bad usage, a bad BANKML_GPU, or a selected card failed\n"
+          "verification; 3 could not run.  See bankml-cl(1).\n");
 }
 
 static int parse_args(int argc, char **argv, struct devices_args *a) {
-  enum { OPT_BRIEF = 256, OPT_COMPACT };
+  enum { OPT_BRIEF = 256, OPT_COMPACT, OPT_VERIFY, OPT_GOLDEN };
   static const struct option longopts[] = {
       {"brief", no_argument, NULL, OPT_BRIEF},
       {"compact", no_argument, NULL, OPT_COMPACT},
+      {"verify", no_argument, NULL, OPT_VERIFY},
+      {"golden", required_argument, NULL, OPT_GOLDEN},
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0},
   };
@@ -48,6 +62,8 @@ static int parse_args(int argc, char **argv, struct devices_args *a) {
     switch (c) {
     case OPT_BRIEF: a->brief = true; break;
     case OPT_COMPACT: a->compact = true; break;
+    case OPT_VERIFY: a->verify = true; break;
+    case OPT_GOLDEN: a->golden = optarg; break;
     case 'h': a->help = true; break;
     default: return cli_option_error("devices", c, argv);
     }
@@ -58,6 +74,14 @@ static int parse_args(int argc, char **argv, struct devices_args *a) {
   }
   if (a->brief && a->compact) {
     fprintf(stderr, "bankml-cl devices: --brief and --compact do not go together\n");
+    return CLI_EXIT_USAGE;
+  }
+  if (a->verify && (a->brief || a->compact)) {
+    fprintf(stderr, "bankml-cl devices: --verify prints its own lines: drop --%s\n", a->brief ? "brief" : "compact");
+    return CLI_EXIT_USAGE;
+  }
+  if (a->golden && !a->verify) {
+    fprintf(stderr, "bankml-cl devices: --golden goes with --verify\n");
     return CLI_EXIT_USAGE;
   }
   return CLI_EXIT_OK;
@@ -92,6 +116,85 @@ static int print_json(const bml_devices *list, bool compact) {
   return CLI_EXIT_OK;
 }
 
+/* ---- --verify ----------------------------------------------------------- */
+
+/* "q1_0_mat_vec (fma: native) 4096x4096 layer", leaving out what a check
+ * does not have. */
+static const char *what_of(const bml_verify_line *l, char *buf, size_t len) {
+  int w = snprintf(buf, len, "%s", l->check);
+  if (*l->fma && w >= 0 && (size_t)w < len) w += snprintf(buf + w, len - (size_t)w, " (fma: %s)", l->fma);
+  if (l->rows && l->n && w >= 0 && (size_t)w < len) w += snprintf(buf + w, len - (size_t)w, " %zux%zu", l->rows, l->n);
+  if (*l->regime && w >= 0 && (size_t)w < len) snprintf(buf + w, len - (size_t)w, " %s", l->regime);
+  return buf;
+}
+
+/* "4096x4096 " or "" for checks without a shape. */
+static const char *shape_of(const bml_verify_line *l, char *buf, size_t len) {
+  if (l->rows && l->n)
+    snprintf(buf, len, "%zux%zu ", l->rows, l->n);
+  else
+    buf[0] = '\0';
+  return buf;
+}
+
+static void print_probe(const bml_verify_line *l) {
+  printf("%zu %s: fma probe (%s): %zu/%zu cases correctly rounded", l->device, l->device_name, l->fma,
+         l->exact, l->total);
+  if (!l->ok)
+    printf(" (case %ld: exact 0x%08x, card 0x%08x)%s%s", l->first_bad, l->cpu_bits, l->card_bits,
+           l->detail ? "; " : "", l->detail ? l->detail : "");
+  printf(" (%.1f ms)\n", l->ms);
+}
+
+static void print_line(void *ctx, const bml_verify_line *l) {
+  (void)ctx;
+  char shape[48];
+  bool native_probe = strcmp(l->check, "fma probe") == 0 && strcmp(l->fma, "native") == 0;
+  if (strcmp(l->check, "fma probe") == 0 && (l->ok || native_probe)) {
+    print_probe(l);
+  } else if (strcmp(l->check, "golden") == 0) {
+    printf("%zu %s: %s\n", l->device, l->device_name, l->detail ? l->detail : "golden cases");
+  } else if (l->ok) {
+    printf("%zu %s: %s %s%s: %zu/%zu rows bit-exact (fma: %s, %.1f ms)\n", l->device, l->device_name,
+           l->check, shape_of(l, shape, sizeof shape), l->regime, l->exact, l->total, l->fma, l->ms);
+  } else if (l->first_bad >= 0) {
+    char what[160];
+    printf("%zu %s: NOT VERIFIED \u2014 %s: %s %ld differs (cpu 0x%08x, card 0x%08x), %zu/%zu bit-exact; "
+           "bankml-cl will not use this card\n",
+           l->device, l->device_name, what_of(l, what, sizeof what),
+           strcmp(l->check, "fma probe") == 0 ? "case" : "row", l->first_bad, l->cpu_bits, l->card_bits,
+           l->exact, l->total);
+  } else {
+    char what[160];
+    printf("%zu %s: NOT VERIFIED \u2014 %s: %s; bankml-cl will not use this card\n", l->device,
+           l->device_name, what_of(l, what, sizeof what), l->detail ? l->detail : "failed");
+  }
+  fflush(stdout);
+}
+
+static int verify_selected(bml_devices *list, const char *golden) {
+  bml_verify_options o;
+  bml_verify_options_init(&o);
+  o.on_line = print_line;
+  o.golden_dir = golden;
+  int status = CLI_EXIT_OK, checked = 0;
+  for (size_t i = 0; i < bml_devices_count(list); i++) {
+    const bml_device *d = bml_devices_get(list, i);
+    if (!d->selected) continue;
+    checked++;
+    int rc = bml_devices_verify(list, i, &o);
+    if (rc == 0) {
+      printf("%zu %s: verified: every check bit-exact; bankml-cl may use this card\n", i, d->name);
+    } else {
+      printf("%zu %s: NOT VERIFIED (%s); bankml-cl will not use this card\n", i, d->name, bml_strerror(rc));
+      status = CLI_EXIT_USAGE; /* DESIGN §6: exit 2 when a selected card fails */
+    }
+  }
+  if (checked == 0)
+    printf("bankml-cl devices --verify: no usable GPU found; bankml-cl runs on the CPU\n");
+  return status;
+}
+
 int cmd_devices(int argc, char **argv) {
   struct devices_args a = {0};
   int status = parse_args(argc, argv, &a);
@@ -107,7 +210,9 @@ int cmd_devices(int argc, char **argv) {
     fprintf(stderr, "bankml-cl devices: %s\n", bml_strerror(rc));
     return CLI_EXIT_ERROR;
   }
-  if (a.brief)
+  if (a.verify)
+    status = verify_selected(list, a.golden);
+  else if (a.brief)
     print_brief(list);
   else
     status = print_json(list, a.compact);

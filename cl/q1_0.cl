@@ -1,0 +1,162 @@
+/* q1_0.cl -- Q1_0 x Q8_0 mat-vec kernels, bit for bit the CPU kernel's order (doc/ARITHMETIC.md). */
+#pragma OPENCL FP_CONTRACT OFF
+
+/*
+ * Layouts (src/kernels.c repacks; every buffer holds `rows` rows of one chunk):
+ *   bits[(b*4 + k) * rows + r]  the 32 weight bits of sub-block k of block b of row r
+ *                               (bit j is element j of the sub-block, 1 = +d)
+ *   d0[b * rows + r]            the block's scale as a float (converted exactly on the host)
+ *   act                         the activation: n quants (int8), then their 8-bit negations
+ *                               (-(-128) = -128, done on the host), then n/32 scales as floats
+ * Adjacent work-items read adjacent words of bits and d0.
+ *
+ * The arithmetic (DESIGN §1): per lane l, per block, ab = d1*s for the first
+ * sub-block and fma(d1, s, ab) after it, where s is the exact sum of the
+ * lane's four signed quants; then acc = fma(d0, ab, acc); then
+ * ((a0+a4) + (a2+a6)) + ((a1+a5) + (a3+a7)).
+ *
+ * Builds:
+ *   default                  fma() where the contract fuses
+ *   -DBML_EMULATE_FMA=1      for a device whose fma() is not correctly rounded: the outer
+ *                            fma(d0, ab, acc) is made exact from plain operations (below);
+ *                            the inner one becomes d1*s + ab, which is the same thing since
+ *                            d1*s is exact (an 11-bit half times |s| <= 512)
+ *   -DBML_TEST_UNFUSED_OUTER=1  test only: the outer fma as a multiply and an add, which the
+ *                            oracle must refuse
+ */
+
+#ifndef BML_WG
+#define BML_WG 64 /* work-group size of q1_0_mat_vec8: a multiple of 8 */
+#endif
+
+/* s + e = a + b exactly (Knuth's TwoSum; needs contraction off). */
+inline float2 bml_two_sum(float a, float b) {
+  float s = a + b;
+  float bp = s - a;
+  float ap = s - bp;
+  return (float2)(s, (a - ap) + (b - bp));
+}
+
+/* a + b rounded to odd: the neighbour of the exact sum whose last bit is 1,
+ * or the sum itself when it is exact (Boldo & Melquiond 2008). */
+inline float bml_add_round_odd(float a, float b) {
+  float2 t = bml_two_sum(a, b);
+  uint u = as_uint(t.x);
+  if (t.y != 0.0f && (u & 1u) == 0u) u = (t.y > 0.0f) == (t.x > 0.0f) ? u + 1u : u - 1u;
+  return as_float(u);
+}
+
+/* fma(d0, ab, acc) correctly rounded from plain operations, for d0 with at
+ * most 12 significant bits (a half's 11): ab = ah + al with 12 bits each,
+ * so d0*ah and d0*al are exact; TwoSum gives the product as RN + error, then
+ * Boldo & Melquiond's emulation: (th, tl) = TwoSum(acc, uh),
+ * v = RO(tl + ul), result RN(th + v).  Exact for the reference's domain
+ * (finite values, no overflow or underflow of the partial products: there
+ * |ab| is 0 or within [2^-24, 2^28]).  Non-finite inputs take IEEE's
+ * unfused path, which gives fma's answer for them. */
+inline float bml_exact_fma(float d0, float ab, float acc) {
+  if (!isfinite(d0) || !isfinite(ab)) return d0 * ab + acc;
+  if (!isfinite(acc)) return acc;
+  float ah = as_float(as_uint(ab) & 0xfffff000u);
+  float al = ab - ah;
+  float2 u = bml_two_sum(d0 * ah, d0 * al);
+  float2 t = bml_two_sum(acc, u.x);
+  return t.x + bml_add_round_odd(t.y, u.y);
+}
+
+#if defined(BML_EMULATE_FMA)
+#define BML_INNER(d1, s, ab) ((d1) * (s) + (ab))
+#define BML_OUTER(d0, ab, acc) bml_exact_fma((d0), (ab), (acc))
+#elif defined(BML_TEST_UNFUSED_OUTER)
+#define BML_INNER(d1, s, ab) fma((d1), (s), (ab))
+#define BML_OUTER(d0, ab, acc) ((d0) * (ab) + (acc))
+#else
+#define BML_INNER(d1, s, ab) fma((d1), (s), (ab))
+#define BML_OUTER(d0, ab, acc) fma((d0), (ab), (acc))
+#endif
+
+/* The exact sum of lane l's four quants under the four bits of nib. */
+inline int bml_lane_sum(uint nib, char4 q, char4 nq) {
+  return ((nib & 1u) ? q.x : nq.x) + ((nib & 2u) ? q.y : nq.y) + ((nib & 4u) ? q.z : nq.z) +
+         ((nib & 8u) ? q.w : nq.w);
+}
+
+inline float bml_reduce8(const float *a) {
+  return ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7]));
+}
+
+/* One work-item per row. */
+__kernel void q1_0_mat_vec(__global const uint *restrict bits, __global const float *restrict d0,
+                           __global const char *restrict act, const uint rows, const uint nb,
+                           __global float *restrict out) {
+  const uint r = get_global_id(0);
+  if (r >= rows) return;
+  const uint n = nb * 128u;
+  __global const char4 *q = (__global const char4 *)act;
+  __global const char4 *nq = (__global const char4 *)(act + n);
+  __global const float *d1 = (__global const float *)(act + 2u * n);
+  float acc[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
+  for (uint b = 0; b < nb; b++) {
+    float ab[8];
+    for (uint k = 0; k < 4u; k++) {
+      const uint sk = 4u * b + k;
+      const uint w = bits[sk * rows + r];
+      const float d = d1[sk];
+      for (uint l = 0; l < 8u; l++) {
+        const float s = (float)bml_lane_sum((w >> (4u * l)) & 15u, q[8u * sk + l], nq[8u * sk + l]);
+        ab[l] = k == 0 ? d * s : BML_INNER(d, s, ab[l]);
+      }
+    }
+    const float dz = d0[b * rows + r];
+    for (uint l = 0; l < 8u; l++) acc[l] = BML_OUTER(dz, ab[l], acc[l]);
+  }
+  out[r] = bml_reduce8(acc);
+}
+
+/* Eight work-items per row, one per accumulation lane; the lanes meet in
+ * local memory and are joined in the reference order.  The work-group is
+ * BML_WG work-items (BML_WG / 8 rows). */
+__kernel __attribute__((reqd_work_group_size(BML_WG, 1, 1)))
+void q1_0_mat_vec8(__global const uint *restrict bits, __global const float *restrict d0,
+                   __global const char *restrict act, const uint rows, const uint nb,
+                   __global float *restrict out) {
+  __local float lanes[BML_WG];
+  const uint lid = get_local_id(0);
+  const uint r = get_global_id(0) / 8u, l = lid % 8u;
+  const uint n = nb * 128u;
+  __global const char4 *q = (__global const char4 *)act;
+  __global const char4 *nq = (__global const char4 *)(act + n);
+  __global const float *d1 = (__global const float *)(act + 2u * n);
+  float acc = 0.0f;
+  if (r < rows) {
+    for (uint b = 0; b < nb; b++) {
+      float ab = 0.0f;
+      for (uint k = 0; k < 4u; k++) {
+        const uint sk = 4u * b + k;
+        const uint nib = (bits[sk * rows + r] >> (4u * l)) & 15u;
+        const float s = (float)bml_lane_sum(nib, q[8u * sk + l], nq[8u * sk + l]);
+        const float d = d1[sk];
+        ab = k == 0 ? d * s : BML_INNER(d, s, ab);
+      }
+      acc = BML_OUTER(d0[b * rows + r], ab, acc);
+    }
+  }
+  lanes[lid] = acc;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  if (l == 0 && r < rows) {
+    float a[8];
+    for (uint i = 0; i < 8u; i++) a[i] = lanes[lid + i];
+    out[r] = bml_reduce8(a);
+  }
+}
+
+/* The fma probe: out[i] = fma(a[i], b[i], c[i]) with the device's fma, and
+ * with the emulation, so the host can compare both with a correctly rounded
+ * fma on cases where fused and unfused results differ. */
+__kernel void bml_fma_probe(__global const float *a, __global const float *b, __global const float *c,
+                            const uint count, __global float *native, __global float *emulated) {
+  const uint i = get_global_id(0);
+  if (i >= count) return;
+  native[i] = fma(a[i], b[i], c[i]);
+  emulated[i] = bml_exact_fma(a[i], b[i], c[i]);
+}

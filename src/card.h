@@ -1,0 +1,95 @@
+/* card.h -- one OpenCL card at work: its context, the built kernels, matrices repacked on it, launches. */
+#ifndef BML_CARD_H
+#define BML_CARD_H
+
+#include "bml.h"
+#include "clinc.h"
+#include "device.h"
+
+/* The kernels of cl/q1_0.cl that compute products. */
+typedef enum { BML_KERNEL_MAT_VEC = 0, BML_KERNEL_MAT_VEC8 = 1, BML_KERNEL_COUNT } bml__kernel_id;
+
+/* "q1_0_mat_vec", "q1_0_mat_vec8". */
+const char *bml__kernel_name(bml__kernel_id k);
+
+/* One build of cl/q1_0.cl. */
+typedef struct {
+  cl_program program;
+  cl_kernel kernel[BML_KERNEL_COUNT];
+  cl_kernel probe;
+  bool emulated_fma;
+  char options[512]; /* the exact options it was built with */
+} bml__build;
+
+typedef struct bml__card {
+  cl_context ctx;
+  cl_command_queue queue;
+  cl_device_id dev;
+  char name[256];
+  cl_ulong global_mem, max_alloc;
+  size_t max_work_group;
+  bool host_unified;
+  bool cr_divide_sqrt; /* CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT advertised */
+  size_t max_chunk_rows; /* test hook: rows per buffer chunk (0: by max_alloc only) */
+} bml__card;
+
+/* The work-group size of q1_0_mat_vec8 on this card (-DBML_WG): 64, or the
+ * largest multiple of 8 the device allows.  Cannot fail. */
+size_t bml__card_wg8(const bml__card *c);
+
+/* Creates a context and an in-order queue on the device.  Returns 0, or the
+ * OpenCL error with why written into err. */
+int bml__card_open(const bml__cl_info *ci, bml__card **out, char *err, size_t errlen);
+void bml__card_close(bml__card *c); /* NULL-safe */
+
+/* Builds cl/q1_0.cl for the card: -cl-fp32-correctly-rounded-divide-sqrt
+ * when the device advertises it, never a fast-math option, plus
+ * -DBML_EMULATE_FMA=1 when emulate, plus extra (test hooks; may be NULL).
+ * Returns 0, or an error with the build log and options in *log (malloc'd,
+ * free it; may be set on success too: NULL when there is nothing to say). */
+int bml__card_build(bml__card *c, bool emulate, const char *extra, bml__build *b, char **log);
+void bml__build_release(bml__build *b); /* NULL-safe, leaves b zeroed */
+
+/* A matrix's rows on the card, repacked (cl/q1_0.cl says how), in chunks of
+ * rows that keep every buffer within CL_DEVICE_MAX_MEM_ALLOC_SIZE. */
+typedef struct {
+  size_t row0, rows;  /* rows of the chunk, from row0 of the card's part */
+  cl_mem bits, d0, out;
+} bml__card_chunk;
+
+typedef struct {
+  size_t rows, n;
+  size_t nchunks;
+  bml__card_chunk *chunks;
+  size_t bytes; /* device memory held */
+} bml__card_matrix;
+
+/* Bytes a matrix of rows x n takes on the card (weights and output). */
+size_t bml__card_matrix_bytes(size_t rows, size_t n);
+
+/* Repacks rows x n weights (the first `rows` rows of w) and copies them to
+ * the card (blocking).  Returns 0 or an error; on error nothing is held. */
+int bml__card_matrix_upload(bml__card *c, const bml_block_q1_0 *w, size_t rows, size_t n,
+                            bml__card_matrix *m);
+void bml__card_matrix_free(bml__card_matrix *m); /* NULL-safe, leaves m zeroed */
+
+/* The activation buffer of a card: grown as needed, written per product. */
+typedef struct {
+  cl_mem buf;
+  size_t size;
+  void *host; /* staging for the repack */
+} bml__card_act;
+
+/* Repacks the activation (n/32 blocks) and enqueues its copy (non-blocking;
+ * the host staging stays valid until the next call).  Returns 0 or an error. */
+int bml__card_act_write(bml__card *c, bml__card_act *a, const bml_block_q8_0 *act, size_t n);
+void bml__card_act_free(bml__card_act *a);
+
+/* Enqueues kernel k over every chunk of m, then the reads of the results
+ * into out[0 .. m->rows) (non-blocking: clFinish or the returned event
+ * completes them).  wg: the work-group size for q1_0_mat_vec (0: let the
+ * driver choose).  Returns 0 or an OpenCL error. */
+int bml__card_mat_vec_enqueue(bml__card *c, const bml__build *b, bml__kernel_id k, size_t wg,
+                              const bml__card_matrix *m, const bml__card_act *a, float *out);
+
+#endif

@@ -1,0 +1,174 @@
+/* golden.c -- reads ggml's golden vectors (for the oracle and the tests) and compares floats bit for bit. */
+#include "golden.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+const char *bml__golden_default_dir(void) {
+  const char *d = NULL;
+  bml__env_golden_dir(&d);
+  return d ? d : BML_PKGDATADIR "/golden";
+}
+
+typedef struct {
+  FILE *f;
+  const char *path;
+  bool bad;
+  char *err;
+  size_t errlen;
+} reader;
+
+static bool rd(reader *r, void *dst, size_t size) {
+  if (r->bad) return false;
+  if (size && fread(dst, 1, size, r->f) != size) {
+    snprintf(r->err, r->errlen, "%s: truncated file", r->path);
+    r->bad = true;
+  }
+  return !r->bad;
+}
+
+static uint32_t rd_u32(reader *r) {
+  uint8_t b[4] = {0};
+  rd(r, b, 4);
+  return (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24;
+}
+
+static void *rd_alloc(reader *r, size_t size) {
+  void *p = malloc(size ? size : 1);
+  if (!p) {
+    r->bad = true;
+    return NULL;
+  }
+  if (!rd(r, p, size)) {
+    free(p);
+    return NULL;
+  }
+  return p;
+}
+
+/* Opens dir/name and checks its header.  Returns the case count, or an error. */
+static int open_golden(reader *r, const char *dir, const char *name, uint32_t kind, char *path, size_t len) {
+  snprintf(path, len, "%s/%s", dir, name);
+  r->path = path;
+  r->bad = false;
+  r->f = fopen(path, "rb");
+  if (!r->f) {
+    snprintf(r->err, r->errlen, "cannot open %s: %s", path, strerror(errno));
+    return BML_EIO;
+  }
+  char magic[4];
+  if (!rd(r, magic, 4) || memcmp(magic, "BMLG", 4) != 0 || rd_u32(r) != 1 || rd_u32(r) != kind) {
+    snprintf(r->err, r->errlen, "%s: not a version-1 kind-%u golden file", path, kind);
+    fclose(r->f);
+    return BML_EFORMAT;
+  }
+  uint32_t n = rd_u32(r);
+  if (r->bad || n == 0 || n > 100000) {
+    snprintf(r->err, r->errlen, "%s: bad case count", path);
+    fclose(r->f);
+    return BML_EFORMAT;
+  }
+  return (int)n;
+}
+
+static void read_q1_case(reader *r, bml__golden_q1 *c, int i) {
+  c->rows = rd_u32(r);
+  c->n = rd_u32(r);
+  c->flags = rd_u32(r);
+  if (r->bad || c->n % 128 != 0 || c->n == 0 || c->n > (1u << 20) || c->rows == 0 || c->rows > (1u << 20)) {
+    if (!r->bad) snprintf(r->err, r->errlen, "%s: case %d: bad shape", r->path, i);
+    r->bad = true;
+    return;
+  }
+  c->w = rd_alloc(r, (size_t)c->rows * (c->n / 128) * sizeof(bml_block_q1_0));
+  c->a = rd_alloc(r, (size_t)(c->n / 32) * sizeof(bml_block_q8_0));
+  c->ref = rd_alloc(r, (size_t)c->rows * sizeof(float));
+  c->generic = rd_alloc(r, (size_t)c->rows * sizeof(float));
+}
+
+static void read_q8_case(reader *r, bml__golden_q8 *c, int i) {
+  c->n = rd_u32(r);
+  if (r->bad || c->n % 32 != 0 || c->n == 0 || c->n > (1u << 24)) {
+    if (!r->bad) snprintf(r->err, r->errlen, "%s: case %d: bad n", r->path, i);
+    r->bad = true;
+    return;
+  }
+  c->x = rd_alloc(r, (size_t)c->n * sizeof(float));
+  c->q = rd_alloc(r, (size_t)(c->n / 32) * sizeof(bml_block_q8_0));
+  c->qref = rd_alloc(r, (size_t)(c->n / 32) * sizeof(bml_block_q8_0));
+}
+
+int bml__golden_load_q1(const char *dir, bml__golden_q1 **out, char *err, size_t errlen) {
+  char path[4200];
+  reader r = {.err = err, .errlen = errlen};
+  int n = open_golden(&r, dir, "q1_0_x_q8_0.golden", 1, path, sizeof path);
+  if (n < 0) return n;
+  bml__golden_q1 *c = calloc((size_t)n, sizeof *c);
+  for (int i = 0; c && i < n && !r.bad; i++) read_q1_case(&r, &c[i], i);
+  int rc = !c ? BML_ENOMEM : r.bad ? BML_EFORMAT : n;
+  fclose(r.f);
+  if (rc < 0) {
+    bml__golden_free_q1(c, n);
+    return rc;
+  }
+  *out = c;
+  return n;
+}
+
+int bml__golden_load_q8(const char *dir, bml__golden_q8 **out, char *err, size_t errlen) {
+  char path[4200];
+  reader r = {.err = err, .errlen = errlen};
+  int n = open_golden(&r, dir, "q8_0_quantize.golden", 2, path, sizeof path);
+  if (n < 0) return n;
+  bml__golden_q8 *c = calloc((size_t)n, sizeof *c);
+  for (int i = 0; c && i < n && !r.bad; i++) read_q8_case(&r, &c[i], i);
+  int rc = !c ? BML_ENOMEM : r.bad ? BML_EFORMAT : n;
+  fclose(r.f);
+  if (rc < 0) {
+    bml__golden_free_q8(c, n);
+    return rc;
+  }
+  *out = c;
+  return n;
+}
+
+void bml__golden_free_q1(bml__golden_q1 *c, int count) {
+  if (!c) return;
+  for (int i = 0; i < count; i++) {
+    free(c[i].w);
+    free(c[i].a);
+    free(c[i].ref);
+    free(c[i].generic);
+  }
+  free(c);
+}
+
+void bml__golden_free_q8(bml__golden_q8 *c, int count) {
+  if (!c) return;
+  for (int i = 0; i < count; i++) {
+    free(c[i].x);
+    free(c[i].q);
+    free(c[i].qref);
+  }
+  free(c);
+}
+
+uint32_t bml__float_bits(float f) {
+  uint32_t u;
+  memcpy(&u, &f, sizeof u);
+  return u;
+}
+
+bool bml__same_bits(float a, float b) {
+  if (isnan(a) && isnan(b)) return true;
+  return bml__float_bits(a) == bml__float_bits(b);
+}
+
+long bml__first_difference(const float *want, const float *got, size_t rows) {
+  for (size_t r = 0; r < rows; r++)
+    if (!bml__same_bits(want[r], got[r])) return (long)r;
+  return -1;
+}

@@ -1,0 +1,178 @@
+/* kernels.c -- matrices and activations repacked for the card, and the launches of the Q1_0 kernels. */
+#include "card.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* Card bytes per row: 20 per 128 weights (16 of bits, a float scale) and
+ * the float result. */
+static size_t row_bytes(size_t n) { return n / BML_Q1_0_BLOCK * 20 + sizeof(float); }
+
+size_t bml__card_matrix_bytes(size_t rows, size_t n) { return rows * row_bytes(n); }
+
+/* Rows per chunk: the bits buffer (16 bytes a block) is the largest. */
+static size_t chunk_rows(const bml__card *c, size_t n) {
+  size_t per_row = n / BML_Q1_0_BLOCK * 16;
+  size_t rows = c->max_alloc / per_row;
+  if (c->max_chunk_rows && rows > c->max_chunk_rows) rows = c->max_chunk_rows;
+  return rows ? rows : 1;
+}
+
+/* bits[(b*4+k)*rows + r] and d0[b*rows + r] for rows [0, rows) of w. */
+static void repack(const bml_block_q1_0 *w, size_t rows, size_t nb, uint32_t *bits, float *d0) {
+  const float *half = bml__half_table();
+  for (size_t r = 0; r < rows; r++)
+    for (size_t b = 0; b < nb; b++) {
+      const bml_block_q1_0 *blk = &w[r * nb + b];
+      uint32_t word[4];
+      memcpy(word, blk->qs, sizeof word); /* little-endian: bit j of the word is element j */
+      for (int k = 0; k < 4; k++) bits[(b * 4 + (size_t)k) * rows + r] = word[k];
+      d0[b * rows + r] = half[blk->d];
+    }
+}
+
+static cl_mem create_buffer(bml__card *c, size_t size, cl_int *rc) {
+  return clCreateBuffer(c->ctx, CL_MEM_READ_WRITE, size ? size : 4, NULL, rc);
+}
+
+static int upload_chunk(bml__card *c, const bml_block_q1_0 *w, size_t nb, bml__card_chunk *ch) {
+  size_t bits_size = ch->rows * nb * 16, d0_size = ch->rows * nb * sizeof(float);
+  uint32_t *bits = malloc(bits_size);
+  float *d0 = malloc(d0_size);
+  cl_int rc = CL_SUCCESS;
+  if (!bits || !d0) {
+    rc = BML_ENOMEM;
+    goto fail;
+  }
+  repack(w + ch->row0 * nb, ch->rows, nb, bits, d0);
+  BML_CL_TRY(BML_CAT_WORKER, rc, (ch->bits = create_buffer(c, bits_size, &rc), rc));
+  BML_CL_TRY(BML_CAT_WORKER, rc, (ch->d0 = create_buffer(c, d0_size, &rc), rc));
+  BML_CL_TRY(BML_CAT_WORKER, rc, (ch->out = create_buffer(c, ch->rows * sizeof(float), &rc), rc));
+  BML_CL_TRY(BML_CAT_WORKER, rc, clEnqueueWriteBuffer(c->queue, ch->bits, CL_FALSE, 0, bits_size, bits, 0, NULL, NULL));
+  BML_CL_TRY(BML_CAT_WORKER, rc, clEnqueueWriteBuffer(c->queue, ch->d0, CL_FALSE, 0, d0_size, d0, 0, NULL, NULL));
+  BML_CL_TRY(BML_CAT_WORKER, rc, clFinish(c->queue));
+fail:
+  free(bits);
+  free(d0);
+  return rc;
+}
+
+int bml__card_matrix_upload(bml__card *c, const bml_block_q1_0 *w, size_t rows, size_t n,
+                            bml__card_matrix *m) {
+  memset(m, 0, sizeof *m);
+  const size_t nb = n / BML_Q1_0_BLOCK, per = chunk_rows(c, n);
+  m->rows = rows;
+  m->n = n;
+  m->nchunks = (rows + per - 1) / per;
+  m->chunks = calloc(m->nchunks ? m->nchunks : 1, sizeof *m->chunks);
+  if (!m->chunks) return BML_ENOMEM;
+  int rc = 0;
+  for (size_t i = 0; i < m->nchunks && rc == 0; i++) {
+    bml__card_chunk *ch = &m->chunks[i];
+    ch->row0 = i * per;
+    ch->rows = rows - ch->row0 < per ? rows - ch->row0 : per;
+    rc = upload_chunk(c, w, nb, ch);
+  }
+  if (rc != 0) {
+    bml__card_matrix_free(m);
+    return rc;
+  }
+  m->bytes = bml__card_matrix_bytes(rows, n);
+  return 0;
+}
+
+void bml__card_matrix_free(bml__card_matrix *m) {
+  if (!m) return;
+  for (size_t i = 0; m->chunks && i < m->nchunks; i++) {
+    cl_mem mems[] = {m->chunks[i].bits, m->chunks[i].d0, m->chunks[i].out};
+    for (size_t j = 0; j < BML_ARRAY_SIZE(mems); j++)
+      if (mems[j]) clReleaseMemObject(mems[j]);
+  }
+  free(m->chunks);
+  memset(m, 0, sizeof *m);
+}
+
+/* The activation as the kernels read it: n quants, their 8-bit negations,
+ * n/32 float scales. */
+static size_t act_bytes(size_t n) { return 2 * n + n / BML_Q8_0_BLOCK * sizeof(float); }
+
+static void repack_act(const bml_block_q8_0 *a, size_t n, unsigned char *dst) {
+  const float *half = bml__half_table();
+  int8_t *q = (int8_t *)dst, *nq = q + n;
+  float *d1 = (float *)(dst + 2 * n);
+  for (size_t k = 0; k < n / BML_Q8_0_BLOCK; k++) {
+    memcpy(q + 32 * k, a[k].qs, 32);
+    for (int j = 0; j < 32; j++) nq[32 * k + (size_t)j] = (int8_t)(uint8_t)(0u - (uint8_t)a[k].qs[j]);
+    d1[k] = half[a[k].d];
+  }
+}
+
+int bml__card_act_write(bml__card *c, bml__card_act *a, const bml_block_q8_0 *act, size_t n) {
+  size_t need = act_bytes(n);
+  cl_int rc = CL_SUCCESS;
+  if (need > a->size) {
+    bml__card_act_free(a);
+    a->host = bml__aligned_alloc(need);
+    if (!a->host) return BML_ENOMEM;
+    BML_CL_TRY(BML_CAT_WORKER, rc, (a->buf = create_buffer(c, need, &rc), rc));
+    a->size = need;
+  }
+  repack_act(act, n, a->host);
+  BML_CL_TRY(BML_CAT_WORKER, rc, clEnqueueWriteBuffer(c->queue, a->buf, CL_FALSE, 0, need, a->host, 0, NULL, NULL));
+  return 0;
+fail:
+  bml__card_act_free(a);
+  return rc;
+}
+
+void bml__card_act_free(bml__card_act *a) {
+  if (!a) return;
+  if (a->buf) clReleaseMemObject(a->buf);
+  bml__aligned_free(a->host);
+  memset(a, 0, sizeof *a);
+}
+
+static size_t round_up(size_t v, size_t m) { return (v + m - 1) / m * m; }
+
+/* Global and local sizes of kernel k over rows; the global size is padded to
+ * a multiple of the work-group size (the kernels ignore the padding). */
+static void launch_sizes(const bml__card *c, bml__kernel_id k, size_t wg, size_t rows, size_t *global,
+                         size_t *local) {
+  if (k == BML_KERNEL_MAT_VEC8) {
+    *local = bml__card_wg8(c); /* as -DBML_WG */
+    *global = round_up(rows * 8, *local);
+  } else {
+    *local = wg ? wg : 64;
+    if (*local > c->max_work_group) *local = c->max_work_group;
+    *global = round_up(rows, *local);
+  }
+}
+
+static int enqueue_chunk(bml__card *c, cl_kernel kern, bml__kernel_id k, size_t wg,
+                         const bml__card_chunk *ch, size_t nb, const bml__card_act *a, float *out) {
+  cl_int rc = CL_SUCCESS;
+  cl_uint rows = (cl_uint)ch->rows, nbu = (cl_uint)nb;
+  size_t global, local;
+  launch_sizes(c, k, wg, ch->rows, &global, &local);
+  BML_CL_TRY(BML_CAT_WORKER, rc, clSetKernelArg(kern, 0, sizeof(cl_mem), &ch->bits));
+  BML_CL_TRY(BML_CAT_WORKER, rc, clSetKernelArg(kern, 1, sizeof(cl_mem), &ch->d0));
+  BML_CL_TRY(BML_CAT_WORKER, rc, clSetKernelArg(kern, 2, sizeof(cl_mem), &a->buf));
+  BML_CL_TRY(BML_CAT_WORKER, rc, clSetKernelArg(kern, 3, sizeof rows, &rows));
+  BML_CL_TRY(BML_CAT_WORKER, rc, clSetKernelArg(kern, 4, sizeof nbu, &nbu));
+  BML_CL_TRY(BML_CAT_WORKER, rc, clSetKernelArg(kern, 5, sizeof(cl_mem), &ch->out));
+  BML_CL_TRY(BML_CAT_WORKER, rc, clEnqueueNDRangeKernel(c->queue, kern, 1, NULL, &global, &local, 0, NULL, NULL));
+  BML_CL_TRY(BML_CAT_WORKER, rc, clEnqueueReadBuffer(c->queue, ch->out, CL_FALSE, 0, ch->rows * sizeof(float),
+                                                     out + ch->row0, 0, NULL, NULL));
+fail:
+  return rc;
+}
+
+int bml__card_mat_vec_enqueue(bml__card *c, const bml__build *b, bml__kernel_id k, size_t wg,
+                              const bml__card_matrix *m, const bml__card_act *a, float *out) {
+  const size_t nb = m->n / BML_Q1_0_BLOCK;
+  for (size_t i = 0; i < m->nchunks; i++) {
+    int rc = enqueue_chunk(c, b->kernel[k], k, wg, &m->chunks[i], nb, a, out);
+    if (rc != 0) return rc;
+  }
+  return 0;
+}

@@ -1,0 +1,356 @@
+/* oracle.c -- a card is trusted only after it reproduces, on the card, the CPU kernel's bits: the fma probe and every check. */
+#include "oracle.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "golden.h"
+
+static bml__oracle_hooks hooks;
+
+void bml__oracle_set_hooks(const bml__oracle_hooks *h) {
+  if (h)
+    hooks = *h;
+  else
+    memset(&hooks, 0, sizeof hooks);
+}
+
+const bml__oracle_hooks *bml__oracle_get_hooks(void) { return &hooks; }
+
+void bml_verify_options_init(bml_verify_options *o) {
+  if (!o) return;
+  memset(o, 0, sizeof *o);
+}
+
+/* ---- one verification in progress -------------------------------------------- */
+
+typedef struct {
+  const bml_verify_options *opt;
+  size_t index;
+  const char *name;
+  bool failed;
+} run;
+
+static void emit(run *v, bml_verify_line *line) {
+  line->device = v->index;
+  line->device_name = v->name;
+  if (!line->ok) v->failed = true;
+  bml__debug(BML_CAT_ORACLE, "%s %s %zux%zu %s: %zu/%zu%s", line->check, line->fma, line->rows, line->n,
+             line->regime, line->exact, line->total, line->ok ? "" : " FAILED");
+  if (v->opt && v->opt->on_line) v->opt->on_line(v->opt->ctx, line);
+}
+
+static void emit_error(run *v, const char *check, const char *fma, const char *detail) {
+  bml_verify_line line = {.check = check, .fma = fma, .regime = "", .first_bad = -1, .detail = detail};
+  emit(v, &line);
+}
+
+/* ---- the fma probe ---------------------------------------------------------------- */
+
+/* The probe's cases: a*b + c where the fused and the unfused results
+ * differ, including subnormal results and results near overflow.  in_domain:
+ * the emulation's domain too (a a half, products of normal size). */
+typedef struct {
+  float a, b, c;
+  bool in_domain;
+} probe_case;
+
+#define PROBE_RANDOM 48
+
+static const probe_case designed[] = {
+    /* (1+2^-12)^2 = 1 + 2^-11 + 2^-24: the unfused product rounds the 2^-24 away */
+    {0x1.001p0f, 0x1.001p0f, -0x1.002p0f, false},
+    /* a subnormal result: the product is normal, c cancels its top */
+    {0x1.001p0f, 0x1.001p-120f, -0x1.002p-120f, false},
+    /* near overflow: the product is finite and its low bits survive only fused */
+    {0x1.001p64f, 0x1.001p63f, -0x1p127f, false},
+    /* near overflow: the unfused product overflows to inf, the exact sum is finite */
+    {0x1.000002p64f, 0x1.000002p64f, -0x1p127f, false},
+    /* halves against the reference's own magnitudes */
+    {0x1.ffcp15f, 0x1.000002p10f, -0x1.ffcp25f, true},
+    {0x1p-24f, 0x1.fffffep20f, 0x1.8p-4f, true},
+    {-0x1.554p-3f, 0x1.123456p3f, 0x1.6c16c2p0f, true},
+};
+
+static float random_float(uint64_t *s, int lo_exp, int hi_exp) {
+  uint64_t r = bml__xorshift64(s);
+  float m = 1.0f + (float)(r >> 41) * 0x1p-23f;
+  int e = lo_exp + (int)((r >> 8) % (uint64_t)(hi_exp - lo_exp + 1));
+  return (r & 1 ? -1.0f : 1.0f) * ldexpf(m, e);
+}
+
+/* Random in-domain cases where fusing matters: a a half, b a float, c close
+ * to -a*b so most of the product cancels. */
+static size_t random_cases(probe_case *out, size_t cap) {
+  uint64_t s = 0x6f6d61707262656full;
+  size_t n = 0;
+  for (int tries = 0; n < cap && tries < 100000; tries++) {
+    float a = bml__half_to_float(bml__float_to_half(random_float(&s, -10, 10)));
+    float b = random_float(&s, -20, 20);
+    float p = a * b;
+    float c = -p * (1.0f + random_float(&s, -40, -20));
+    volatile float unfused = a * b;
+    if (fmaf(a, b, c) != unfused + c) out[n++] = (probe_case){a, b, c, true};
+  }
+  return n;
+}
+
+/* Runs the probe kernel of build b over the cases; writes both results. */
+static int probe_run(bml__card *c, const bml__build *b, const probe_case *pc, size_t n, float *native,
+                     float *emulated) {
+  float *abc = malloc(3 * n * sizeof *abc);
+  cl_mem buf[5] = {NULL};
+  cl_int rc = abc ? CL_SUCCESS : BML_ENOMEM;
+  for (size_t i = 0; abc && i < n; i++) abc[i] = pc[i].a, abc[n + i] = pc[i].b, abc[2 * n + i] = pc[i].c;
+  for (int i = 0; i < 5 && rc == CL_SUCCESS; i++)
+    buf[i] = clCreateBuffer(c->ctx, i < 3 ? CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR : CL_MEM_WRITE_ONLY,
+                            n * sizeof(float), i < 3 ? abc + (size_t)i * n : NULL, &rc);
+  cl_uint count = (cl_uint)n;
+  size_t global = n;
+  for (cl_uint i = 0; i < 5 && rc == CL_SUCCESS; i++) rc = clSetKernelArg(b->probe, i < 3 ? i : i + 1, sizeof(cl_mem), &buf[i]);
+  if (rc == CL_SUCCESS) rc = clSetKernelArg(b->probe, 3, sizeof count, &count);
+  if (rc == CL_SUCCESS) rc = clEnqueueNDRangeKernel(c->queue, b->probe, 1, NULL, &global, NULL, 0, NULL, NULL);
+  if (rc == CL_SUCCESS) rc = clEnqueueReadBuffer(c->queue, buf[3], CL_TRUE, 0, n * sizeof(float), native, 0, NULL, NULL);
+  if (rc == CL_SUCCESS) rc = clEnqueueReadBuffer(c->queue, buf[4], CL_TRUE, 0, n * sizeof(float), emulated, 0, NULL, NULL);
+  for (int i = 0; i < 5; i++)
+    if (buf[i]) clReleaseMemObject(buf[i]);
+  free(abc);
+  return rc;
+}
+
+/* Compares one column of probe results with the host's correctly rounded
+ * fmaf.  Returns whether every case matched.  A native fma that is not
+ * exact does not refuse the card (the kernels then use the emulation), so
+ * its line is informational: it does not count as a failure. */
+static bool probe_line(run *v, const char *fma, const probe_case *pc, size_t n, const float *got,
+                       bool domain_only, double ms) {
+  bml_verify_line line = {.check = "fma probe", .fma = fma, .regime = "probe", .first_bad = -1, .ms = ms};
+  for (size_t i = 0; i < n; i++) {
+    if (domain_only && !pc[i].in_domain) continue;
+    float want = fmaf(pc[i].a, pc[i].b, pc[i].c);
+    line.total++;
+    if (bml__same_bits(want, got[i])) {
+      line.exact++;
+    } else if (line.first_bad < 0) {
+      line.first_bad = (long)i;
+      line.cpu_bits = bml__float_bits(want);
+      line.card_bits = bml__float_bits(got[i]);
+    }
+  }
+  line.ok = line.exact == line.total;
+  bool was_failed = v->failed;
+  if (!line.ok && !domain_only)
+    line.detail = "the native fma is not correctly rounded: the kernels use the exact emulation";
+  emit(v, &line);
+  if (!domain_only) v->failed = was_failed;
+  return line.ok;
+}
+
+/* The probe: returns 0 and whether the native fma is correctly rounded; the
+ * emulation must be exact on its domain whatever the native one does. */
+static int probe(run *v, bml__card *c, const bml__build *b, bool *native_ok) {
+  probe_case pc[BML_ARRAY_SIZE(designed) + PROBE_RANDOM];
+  memcpy(pc, designed, sizeof designed);
+  size_t n = BML_ARRAY_SIZE(designed) + random_cases(pc + BML_ARRAY_SIZE(designed), PROBE_RANDOM);
+  float native[BML_ARRAY_SIZE(pc)], emulated[BML_ARRAY_SIZE(pc)];
+  char e[64], detail[128];
+  double t0 = bml__now();
+  int rc = probe_run(c, b, pc, n, native, emulated);
+  double ms = (bml__now() - t0) * 1e3;
+  if (rc != 0) {
+    snprintf(detail, sizeof detail, "the probe kernel failed: %s", bml__cl_error_string(rc, e, sizeof e));
+    emit_error(v, "fma probe", "native", detail);
+    return rc;
+  }
+  *native_ok = probe_line(v, "native", pc, n, native, false, ms) && !hooks.force_emulated;
+  probe_line(v, "emulated", pc, n, emulated, true, ms);
+  return 0;
+}
+
+/* ---- the checks of the kernels -------------------------------------------------- */
+
+typedef struct {
+  bml__card *card;
+  const bml__build *build;
+  bml__card_act act;
+} card_state;
+
+/* Computes w (rows x n) on the card with kernel k and compares each row with
+ * want; fills the line. */
+static void check_product(card_state *cs, bml__kernel_id k, const bml_block_q1_0 *w, size_t rows, size_t n,
+                          const bml_block_q8_0 *a, const float *want, bml_verify_line *line, char *detail,
+                          size_t detail_len) {
+  char e[64];
+  float *got = malloc(rows * sizeof *got);
+  bml__card_matrix m;
+  int rc = got ? bml__card_matrix_upload(cs->card, w, rows, n, &m) : BML_ENOMEM;
+  line->total = rows;
+  line->first_bad = -1;
+  if (rc == 0) {
+    double t0 = bml__now();
+    rc = bml__card_act_write(cs->card, &cs->act, a, n);
+    if (rc == 0) rc = bml__card_mat_vec_enqueue(cs->card, cs->build, k, hooks.wg, &m, &cs->act, got);
+    if (rc == 0) rc = clFinish(cs->card->queue);
+    line->ms = (bml__now() - t0) * 1e3;
+    bml__card_matrix_free(&m);
+  }
+  if (rc != 0) {
+    snprintf(detail, detail_len, "%s", rc == BML_ENOMEM ? "out of memory" : bml__cl_error_string(rc, e, sizeof e));
+    line->detail = detail;
+  } else {
+    line->first_bad = bml__first_difference(want, got, rows);
+    line->exact = line->first_bad < 0 ? rows : (size_t)line->first_bad;
+    if (line->first_bad >= 0) {
+      for (size_t r = (size_t)line->first_bad + 1; r < rows; r++) line->exact += bml__same_bits(want[r], got[r]);
+      line->cpu_bits = bml__float_bits(want[line->first_bad]);
+      line->card_bits = bml__float_bits(got[line->first_bad]);
+    }
+  }
+  line->ok = rc == 0 && line->first_bad < 0;
+  free(got);
+}
+
+static const size_t full_shapes[][2] = {{64, 128},   {7, 256},     {1, 4096},     {257, 1024},
+                                        {301, 5120}, {4096, 4096}, {12288, 4096}};
+#define QUICK_SHAPES 5
+
+/* Random and layer-shaped data of one shape, and the CPU's answer. */
+typedef struct {
+  bml_block_q1_0 *w;
+  bml_block_q8_0 *a;
+  float *want;
+} case_data;
+
+static int make_case(size_t rows, size_t n, bool layer, uint64_t seed, case_data *d) {
+  d->w = malloc(rows * (n / BML_Q1_0_BLOCK) * sizeof *d->w);
+  d->a = malloc(n / BML_Q8_0_BLOCK * sizeof *d->a);
+  d->want = malloc(rows * sizeof *d->want);
+  if (!d->w || !d->a || !d->want) return BML_ENOMEM;
+  bml__gen_q1_0(&seed, d->w, rows, n, layer);
+  int rc = bml__gen_q8_0(&seed, d->a, n, layer);
+  return rc ? rc : bml_q1_0_mat_vec(d->w, rows, n, d->a, d->want);
+}
+
+static void free_case(case_data *d) {
+  free(d->w);
+  free(d->a);
+  free(d->want);
+}
+
+static void check_shapes(run *v, card_state *cs, bml__kernel_id k, bool quick) {
+  size_t nshapes = quick ? QUICK_SHAPES : BML_ARRAY_SIZE(full_shapes);
+  for (size_t s = 0; s < nshapes; s++)
+    for (int layer = 0; layer < 2; layer++) {
+      size_t rows = full_shapes[s][0], n = full_shapes[s][1];
+      bml_verify_line line = {.check = bml__kernel_name(k), .fma = cs->build->emulated_fma ? "emulated" : "native",
+                              .rows = rows, .n = n, .regime = layer ? "layer" : "random"};
+      case_data d = {0};
+      char detail[160];
+      int rc = make_case(rows, n, layer, 0x5eed0000u + s * 2 + (unsigned)layer, &d);
+      if (rc == 0)
+        check_product(cs, k, d.w, rows, n, d.a, d.want, &line, detail, sizeof detail);
+      else
+        line.detail = "out of memory for the test data", line.first_bad = -1;
+      free_case(&d);
+      emit(v, &line);
+    }
+}
+
+/* Every case of ggml's golden file, one line per kernel and build: ggml's
+ * own bits, reached on the card. */
+static void check_golden(run *v, card_state *cs, bml__kernel_id k, const bml__golden_q1 *g, int ng) {
+  bml_verify_line sum = {.check = bml__kernel_name(k), .fma = cs->build->emulated_fma ? "emulated" : "native",
+                         .regime = "golden", .first_bad = -1, .ok = 1};
+  char detail[160];
+  for (int i = 0; i < ng && sum.ok; i++) {
+    bml_verify_line line = {0};
+    check_product(cs, k, g[i].w, g[i].rows, g[i].n, g[i].a, g[i].ref, &line, detail, sizeof detail);
+    sum.exact += line.exact;
+    sum.total += line.total;
+    sum.ms += line.ms;
+    if (!line.ok) {
+      sum = (bml_verify_line){.check = sum.check, .fma = sum.fma, .regime = "golden", .rows = g[i].rows,
+                              .n = g[i].n, .exact = sum.exact, .total = sum.total, .ms = sum.ms,
+                              .first_bad = line.first_bad, .cpu_bits = line.cpu_bits,
+                              .card_bits = line.card_bits, .detail = line.detail};
+    }
+  }
+  emit(v, &sum);
+}
+
+static void check_build(run *v, bml__card *c, const bml__build *b, const bml__golden_q1 *g, int ng, bool quick) {
+  card_state cs = {c, b, {0}};
+  for (int k = 0; k < BML_KERNEL_COUNT; k++) {
+    check_shapes(v, &cs, (bml__kernel_id)k, quick);
+    if (ng > 0) check_golden(v, &cs, (bml__kernel_id)k, g, ng);
+  }
+  bml__card_act_free(&cs.act);
+}
+
+/* Builds cl/q1_0.cl; a failure is a refusing line with the log and options. */
+static int build(run *v, bml__card *c, bool emulate, bml__build *b) {
+  char *log = NULL;
+  int rc = bml__card_build(c, emulate, hooks.extra_options, b, &log);
+  if (rc != 0) emit_error(v, "build", emulate ? "emulated" : "native", log ? log : "cannot build the kernels");
+  free(log);
+  return rc;
+}
+
+static int load_golden(run *v, bml__golden_q1 **g) {
+  const char *dir = v->opt && v->opt->golden_dir ? v->opt->golden_dir : bml__golden_default_dir();
+  if (!*dir) return 0;
+  char err[600] = "";
+  int n = bml__golden_load_q1(dir, g, err, sizeof err);
+  if (n > 0) return n;
+  char detail[700];
+  snprintf(detail, sizeof detail, "ggml's golden cases not checked: %s (set BANKML_GOLDEN_DIR)", err);
+  bml_verify_line line = {.check = "golden", .fma = "", .regime = "golden", .first_bad = -1, .ok = 1, .detail = detail};
+  emit(v, &line);
+  return 0;
+}
+
+int bml__oracle_verify(const bml__device *d, size_t index, const bml_verify_options *opt, bml__card **card_out,
+                       bml__build *use) {
+  run v = {opt, index, d->cl.name, false};
+  char err[256];
+  bml__card *c = NULL;
+  bml__build native = {0}, emulated = {0};
+  bml__golden_q1 *g = NULL;
+  int ng = 0;
+  bool quick = (opt && opt->quick) || hooks.quick, native_ok = false;
+  int rc = bml__card_open(&d->cl, &c, err, sizeof err);
+  if (rc != 0) {
+    emit_error(&v, "open", "", err);
+    goto done;
+  }
+  c->max_chunk_rows = hooks.max_chunk_rows;
+  if ((rc = build(&v, c, false, &native)) != 0 || (rc = probe(&v, c, &native, &native_ok)) != 0) goto done;
+  if ((rc = build(&v, c, true, &emulated)) != 0) goto done;
+  ng = load_golden(&v, &g);
+  if (native_ok) check_build(&v, c, &native, g, ng, quick);
+  check_build(&v, c, &emulated, g, ng, quick);
+  rc = v.failed ? BML_EVERIFY : 0;
+done:
+  if (rc == 0 && card_out) {
+    *use = native_ok ? native : emulated;
+    memset(native_ok ? &native : &emulated, 0, sizeof native);
+    *card_out = c;
+    c = NULL;
+  }
+  bml__golden_free_q1(g, ng);
+  bml__build_release(&native);
+  bml__build_release(&emulated);
+  bml__card_close(c);
+  return v.failed ? BML_EVERIFY : rc;
+}
+
+int bml_devices_verify(bml_devices *list, size_t i, const bml_verify_options *opt) {
+  if (!list || i >= list->len) return BML_EINVAL;
+  bml__device *d = &list->dev[i];
+  if (!d->pub.usable) return BML_ENODEV;
+  int rc = bml__oracle_verify(d, i, opt, NULL, NULL);
+  d->pub.verified = rc == 0;
+  return rc;
+}

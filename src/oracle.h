@@ -1,0 +1,31 @@
+/* oracle.h -- the on-card verification, as the worker and the tests use it. */
+#ifndef BML_ORACLE_H
+#define BML_ORACLE_H
+
+#include "card.h"
+
+/* Test hooks (never read from the environment: a user cannot weaken the
+ * oracle by accident). */
+typedef struct {
+  const char *extra_options; /* appended to every build: -DBML_TEST_UNFUSED_OUTER=1, a bad option */
+  bool force_emulated;       /* use the emulated fma even where the native one is exact */
+  bool quick;                /* the small shapes only */
+  size_t max_chunk_rows;     /* split matrices into chunks of at most this many rows */
+  size_t wg;                 /* work-group size of q1_0_mat_vec (0: 64) */
+} bml__oracle_hooks;
+
+/* Sets (NULL: clears) the hooks for every later verification.  Not
+ * thread-safe against running ones. */
+void bml__oracle_set_hooks(const bml__oracle_hooks *h);
+const bml__oracle_hooks *bml__oracle_get_hooks(void);
+
+/* Verifies device d (report index `index`), reporting each check through
+ * opt->on_line.  Returns 0 when every check passed, BML_EVERIFY when one
+ * did not (a build failure, an OpenCL error and a differing row all refuse
+ * the card), or BML_ENOMEM.  On 0 and when card is not NULL, *card is the
+ * open card and *use the build the products must use (native fma when the
+ * probe found it exact, else the emulated one); the caller owns both. */
+int bml__oracle_verify(const bml__device *d, size_t index, const bml_verify_options *opt, bml__card **card,
+                       bml__build *use);
+
+#endif

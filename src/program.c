@@ -1,0 +1,139 @@
+/* program.c -- a card's context and queue, and the build of the embedded kernels with exact-arithmetic options. */
+#include "card.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+extern const char bml__cl_q1_0_source[];
+
+const char *bml__kernel_name(bml__kernel_id k) {
+  static const char *const names[] = {"q1_0_mat_vec", "q1_0_mat_vec8"};
+  return (unsigned)k < BML_KERNEL_COUNT ? names[k] : "?";
+}
+
+int bml__card_open(const bml__cl_info *ci, bml__card **out, char *err, size_t errlen) {
+  char e[64];
+  cl_int rc = CL_SUCCESS;
+  bml__card *c = calloc(1, sizeof *c);
+  if (!c) return BML_ENOMEM;
+  c->dev = ci->id;
+  snprintf(c->name, sizeof c->name, "%s", ci->name);
+  c->global_mem = ci->global_mem;
+  c->max_alloc = ci->max_alloc;
+  c->max_work_group = ci->max_work_group;
+  c->host_unified = ci->host_unified != 0;
+  c->cr_divide_sqrt = (ci->fp32 & CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT) != 0;
+  cl_context_properties props[] = {CL_CONTEXT_PLATFORM, (cl_context_properties)ci->platform, 0};
+  c->ctx = clCreateContext(props, 1, &ci->id, NULL, NULL, &rc);
+  if (rc != CL_SUCCESS) {
+    snprintf(err, errlen, "clCreateContext: %s", bml__cl_error_string(rc, e, sizeof e));
+    goto fail;
+  }
+  c->queue = clCreateCommandQueue(c->ctx, ci->id, 0, &rc);
+  if (rc != CL_SUCCESS) {
+    snprintf(err, errlen, "clCreateCommandQueue: %s", bml__cl_error_string(rc, e, sizeof e));
+    goto fail;
+  }
+  *out = c;
+  return 0;
+fail:
+  bml__card_close(c);
+  return rc;
+}
+
+void bml__card_close(bml__card *c) {
+  if (!c) return;
+  if (c->queue) {
+    clFinish(c->queue);
+    clReleaseCommandQueue(c->queue);
+  }
+  if (c->ctx) clReleaseContext(c->ctx);
+  free(c);
+}
+
+/* The options: exact division and square root where offered (the kernels
+ * divide nothing today; the option keeps any later use exact), the
+ * work-group size of the 8-lane kernel, and never -cl-mad-enable,
+ * -cl-fast-relaxed-math, -cl-unsafe-math-optimizations or -cl-denorms-are-zero. */
+size_t bml__card_wg8(const bml__card *c) {
+  size_t wg8 = c->max_work_group >= 64 ? 64 : c->max_work_group / 8 * 8;
+  return wg8 < 8 ? 8 : wg8;
+}
+
+static void build_options(const bml__card *c, bool emulate, const char *extra, char *buf, size_t len) {
+  size_t wg8 = bml__card_wg8(c);
+  snprintf(buf, len, "-DBML_WG=%zu%s%s%s%s",
+           wg8, c->cr_divide_sqrt ? " -cl-fp32-correctly-rounded-divide-sqrt" : "",
+           emulate ? " -DBML_EMULATE_FMA=1" : "", extra && *extra ? " " : "", extra ? extra : "");
+}
+
+/* The build log, or "" when the driver gives none.  malloc'd. */
+static char *build_log(const bml__card *c, cl_program p) {
+  size_t size = 0;
+  if (clGetProgramBuildInfo(p, c->dev, CL_PROGRAM_BUILD_LOG, 0, NULL, &size) != CL_SUCCESS ||
+      size > (16u << 20))
+    size = 0;
+  char *log = calloc(1, size + 1);
+  if (log && size) clGetProgramBuildInfo(p, c->dev, CL_PROGRAM_BUILD_LOG, size, log, NULL);
+  return log;
+}
+
+static char *describe_failure(const char *what, cl_int rc, const char *options, const char *log) {
+  char e[64];
+  size_t len = strlen(what) + strlen(options) + (log ? strlen(log) : 0) + 160;
+  char *msg = malloc(len);
+  if (msg)
+    snprintf(msg, len, "%s: %s\noptions: %s\nbuild log:\n%s", what, bml__cl_error_string(rc, e, sizeof e),
+             options, log && *log ? log : "(empty)");
+  return msg;
+}
+
+static int create_kernels(bml__build *b) {
+  cl_int rc = CL_SUCCESS;
+  for (int k = 0; k < BML_KERNEL_COUNT && rc == CL_SUCCESS; k++)
+    b->kernel[k] = clCreateKernel(b->program, bml__kernel_name((bml__kernel_id)k), &rc);
+  if (rc == CL_SUCCESS) b->probe = clCreateKernel(b->program, "bml_fma_probe", &rc);
+  return rc;
+}
+
+int bml__card_build(bml__card *c, bool emulate, const char *extra, bml__build *b, char **log) {
+  memset(b, 0, sizeof *b);
+  *log = NULL;
+  b->emulated_fma = emulate;
+  build_options(c, emulate, extra, b->options, sizeof b->options);
+  const char *src = bml__cl_q1_0_source;
+  cl_int rc = CL_SUCCESS;
+  b->program = clCreateProgramWithSource(c->ctx, 1, &src, NULL, &rc);
+  if (rc != CL_SUCCESS) {
+    *log = describe_failure("clCreateProgramWithSource", rc, b->options, NULL);
+    goto fail;
+  }
+  rc = clBuildProgram(b->program, 1, &c->dev, b->options, NULL, NULL);
+  if (rc != CL_SUCCESS) {
+    char *text = build_log(c, b->program);
+    *log = describe_failure("clBuildProgram", rc, b->options, text);
+    free(text);
+    goto fail;
+  }
+  rc = create_kernels(b);
+  if (rc != CL_SUCCESS) {
+    *log = describe_failure("clCreateKernel", rc, b->options, NULL);
+    goto fail;
+  }
+  bml__debug(BML_CAT_BUILD, "built cl/q1_0.cl for \"%s\" with: %s", c->name, b->options);
+  return 0;
+fail:
+  bml__error(BML_CAT_BUILD, "\"%s\": %s", c->name, *log ? *log : "cannot build the kernels");
+  bml__build_release(b);
+  return rc == CL_BUILD_PROGRAM_FAILURE ? BML_EBUILD : rc;
+}
+
+void bml__build_release(bml__build *b) {
+  if (!b) return;
+  for (int k = 0; k < BML_KERNEL_COUNT; k++)
+    if (b->kernel[k]) clReleaseKernel(b->kernel[k]);
+  if (b->probe) clReleaseKernel(b->probe);
+  if (b->program) clReleaseProgram(b->program);
+  memset(b, 0, sizeof *b);
+}

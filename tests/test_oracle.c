@@ -1,0 +1,237 @@
+/* test_oracle.c -- the on-card oracle on a real OpenCL implementation (a GPU where there is one, else PoCL): it passes, and it can fail. */
+#include <criterion/criterion.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "oracle.h"
+
+/* What a verification reported. */
+typedef struct {
+  bml_verify_line lines[256];
+  char details[256][512];
+  size_t n;
+} collected;
+
+static void collect(void *ctx, const bml_verify_line *l) {
+  collected *c = ctx;
+  cr_assert(c->n < BML_ARRAY_SIZE(c->lines), "too many lines");
+  c->lines[c->n] = *l;
+  if (l->detail) {
+    snprintf(c->details[c->n], sizeof c->details[0], "%s", l->detail);
+    c->lines[c->n].detail = c->details[c->n];
+  }
+  c->n++;
+}
+
+/* The card under test: the first real GPU bankml-cl would use (the H200 on
+ * the GPU machine), else the PoCL device allowed as a software device (CI).
+ * Skips, visibly, where there is neither. */
+static bml_devices *card_under_test(size_t *index) {
+  unsetenv("OCL_ICD_VENDORS");
+  unsetenv("BANKML_GPU");
+  unsetenv("BANKML_SYSFS_ROOT");
+  bml_discover_options o;
+  bml_discover_options_init(&o);
+  o.software = 1;
+  bml_devices *l = NULL;
+  cr_assert_eq(bml_devices_discover(&o, &l), 0);
+  for (int pass = 0; pass < 2; pass++)
+    for (size_t i = 0; i < bml_devices_count(l); i++) {
+      const bml_device *d = bml_devices_get(l, i);
+      bool wanted = pass == 0 ? d->kind != BML_KIND_CPU : strstr(d->platform, "Portable Computing Language") != NULL;
+      if (d->usable && wanted) {
+        *index = i;
+        cr_log_info("card under test: %s (%s)", d->name, d->platform);
+        return l;
+      }
+    }
+  bml_devices_free(l);
+  cr_skip_test("no OpenCL GPU and no PoCL device here: the card tests need one (apt-get install pocl-opencl-icd)");
+  return NULL;
+}
+
+static int verify(bml_devices *l, size_t i, collected *c, int quick) {
+  bml_verify_options o;
+  bml_verify_options_init(&o);
+  o.on_line = collect;
+  o.ctx = c;
+  o.quick = quick;
+  return bml_devices_verify(l, i, &o);
+}
+
+static const bml_verify_line *find_line(const collected *c, const char *check, const char *fma, size_t rows,
+                                        size_t n, const char *regime) {
+  for (size_t i = 0; i < c->n; i++) {
+    const bml_verify_line *l = &c->lines[i];
+    if (strcmp(l->check, check) == 0 && strcmp(l->fma, fma) == 0 && l->rows == rows && l->n == n &&
+        strcmp(l->regime, regime) == 0)
+      return l;
+  }
+  return NULL;
+}
+
+static void no_hooks(void) { bml__oracle_set_hooks(NULL); }
+
+TestSuite(oracle, .init = no_hooks, .fini = no_hooks, .timeout = 600);
+
+Test(oracle, both_kernels_and_the_emulated_fma_pass_every_regime_on_the_card) {
+  size_t i;
+  bml_devices *l = card_under_test(&i);
+  static collected c;
+  int rc = verify(l, i, &c, 0);
+  for (size_t k = 0; k < c.n; k++)
+    cr_expect(c.lines[k].ok, "line %zu failed: %s %s %zux%zu %s: %zu/%zu row %ld %s", k, c.lines[k].check,
+              c.lines[k].fma, c.lines[k].rows, c.lines[k].n, c.lines[k].regime, c.lines[k].exact,
+              c.lines[k].total, c.lines[k].first_bad, c.lines[k].detail ? c.lines[k].detail : "");
+  cr_expect_eq(rc, 0, "%s", bml_strerror(rc));
+  cr_expect_eq(bml_devices_get(l, i)->verified, 1);
+  static const char *const kernels[] = {"q1_0_mat_vec", "q1_0_mat_vec8"};
+  static const char *const fmas[] = {"native", "emulated"};
+  static const size_t shapes[][2] = {{64, 128}, {7, 256}, {301, 5120}, {4096, 4096}, {12288, 4096}};
+  for (int k = 0; k < 2; k++)
+    for (int f = 0; f < 2; f++) {
+      for (size_t s = 0; s < BML_ARRAY_SIZE(shapes); s++)
+        for (int layer = 0; layer < 2; layer++) {
+          const bml_verify_line *x = find_line(&c, kernels[k], fmas[f], shapes[s][0], shapes[s][1], layer ? "layer" : "random");
+          cr_expect(x && x->ok && x->exact == shapes[s][0] && x->total == shapes[s][0], "%s %s %zux%zu %s missing or wrong",
+                    kernels[k], fmas[f], shapes[s][0], shapes[s][1], layer ? "layer" : "random");
+        }
+      const bml_verify_line *g = find_line(&c, kernels[k], fmas[f], 0, 0, "golden");
+      cr_expect(g && g->ok && g->total > 1000 && g->exact == g->total, "%s %s: ggml's golden cases not all checked",
+                kernels[k], fmas[f]);
+    }
+  cr_expect(find_line(&c, "fma probe", "native", 0, 0, "probe") != NULL);
+  const bml_verify_line *pe = find_line(&c, "fma probe", "emulated", 0, 0, "probe");
+  cr_expect(pe && pe->ok && pe->total >= 40, "the emulated fma was not probed on enough cases");
+  bml_devices_free(l);
+}
+
+Test(oracle, an_unfused_outer_fma_is_refused_with_the_row_named) {
+  size_t i;
+  bml_devices *l = card_under_test(&i);
+  bml__oracle_hooks h = {.extra_options = "-DBML_TEST_UNFUSED_OUTER=1", .quick = true};
+  bml__oracle_set_hooks(&h);
+  static collected c;
+  cr_expect_eq(verify(l, i, &c, 1), BML_EVERIFY);
+  cr_expect_eq(bml_devices_get(l, i)->verified, 0);
+  /* single-block rows cannot tell (the first fma adds zero): they pass */
+  const bml_verify_line *single = find_line(&c, "q1_0_mat_vec", "native", 64, 128, "random");
+  cr_expect(single && single->ok, "a single-block shape failed: it cannot tell the fma from mul+add");
+  /* multi-block rows must catch it, naming a row and both bit patterns */
+  size_t refused = 0;
+  for (size_t k = 0; k < c.n; k++) {
+    const bml_verify_line *x = &c.lines[k];
+    if (x->ok) continue;
+    refused++;
+    cr_expect_str_eq(x->fma, "native", "the emulated build does not use the outer fma switch");
+    cr_expect(x->n > 128, "a single-block shape refused");
+    cr_expect(x->first_bad >= 0 && x->cpu_bits != x->card_bits, "no differing row named");
+  }
+  cr_expect(refused > 0, "the oracle passed a kernel without the fused outer fma");
+  bml_devices_free(l);
+}
+
+Test(oracle, a_bad_build_option_refuses_the_device_without_aborting) {
+  size_t i;
+  bml_devices *l = card_under_test(&i);
+  bml__oracle_hooks h = {.extra_options = "-cl-bankml-no-such-option", .quick = true};
+  bml__oracle_set_hooks(&h);
+  static collected c;
+  cr_expect_eq(verify(l, i, &c, 1), BML_EVERIFY);
+  cr_assert(c.n >= 1);
+  const bml_verify_line *b = &c.lines[c.n - 1];
+  cr_expect_str_eq(b->check, "build");
+  cr_expect(!b->ok);
+  cr_expect(b->detail && strstr(b->detail, "-cl-bankml-no-such-option"), "the options are not named: %s",
+            b->detail ? b->detail : "");
+  bml_devices_free(l);
+}
+
+Test(oracle, a_bad_source_refuses_the_device_with_its_build_log) {
+  size_t i;
+  bml_devices *l = card_under_test(&i);
+  bml__oracle_hooks h = {.extra_options = "-DBML_WG=)", .quick = true};
+  bml__oracle_set_hooks(&h);
+  static collected c;
+  cr_expect_eq(verify(l, i, &c, 1), BML_EVERIFY);
+  cr_assert(c.n >= 1);
+  const bml_verify_line *b = &c.lines[c.n - 1];
+  cr_expect_str_eq(b->check, "build");
+  cr_expect(b->detail && strstr(b->detail, "CL_BUILD_PROGRAM_FAILURE") && strstr(b->detail, "build log:"),
+            "no build log: %s", b->detail ? b->detail : "");
+  bml_devices_free(l);
+}
+
+Test(oracle, forced_emulation_is_used_and_exact) {
+  size_t i;
+  bml_devices *l = card_under_test(&i);
+  bml__oracle_hooks h = {.force_emulated = true, .quick = true};
+  bml__oracle_set_hooks(&h);
+  bml__card *card = NULL;
+  bml__build use;
+  static collected c;
+  bml_verify_options o;
+  bml_verify_options_init(&o);
+  o.on_line = collect;
+  o.ctx = &c;
+  cr_assert_eq(bml__oracle_verify(&l->dev[i], i, &o, &card, &use), 0);
+  cr_expect(use.emulated_fma, "the build in use is not the emulated one");
+  cr_expect(strstr(use.options, "-DBML_EMULATE_FMA=1") != NULL, "%s", use.options);
+  cr_expect_null(find_line(&c, "q1_0_mat_vec", "native", 7, 256, "random"), "native kernels ran though forced off");
+  cr_expect_not_null(find_line(&c, "q1_0_mat_vec", "emulated", 7, 256, "random"));
+  bml__build_release(&use);
+  bml__card_close(card);
+  bml_devices_free(l);
+}
+
+Test(oracle, matrices_split_into_chunks_give_the_same_bits) {
+  size_t i;
+  bml_devices *l = card_under_test(&i);
+  bml__oracle_hooks h = {.max_chunk_rows = 48, .quick = true, .wg = 32};
+  bml__oracle_set_hooks(&h);
+  static collected c;
+  cr_expect_eq(verify(l, i, &c, 1), 0);
+  const bml_verify_line *x = find_line(&c, "q1_0_mat_vec8", "native", 301, 5120, "layer");
+  cr_expect(x && x->ok && x->exact == 301);
+  bml_devices_free(l);
+}
+
+Test(oracle, an_unusable_device_is_not_verified) {
+  unsetenv("OCL_ICD_VENDORS");
+  unsetenv("BANKML_GPU");
+  bml_discover_options o;
+  bml_discover_options_init(&o);
+  o.software = 0;
+  bml_devices *l = NULL;
+  cr_assert_eq(bml_devices_discover(&o, &l), 0);
+  for (size_t i = 0; i < bml_devices_count(l); i++)
+    if (!bml_devices_get(l, i)->usable) cr_expect_eq(bml_devices_verify(l, i, NULL), BML_ENODEV);
+  cr_expect_eq(bml_devices_verify(l, bml_devices_count(l), NULL), BML_EINVAL);
+  cr_expect_eq(bml_devices_verify(NULL, 0, NULL), BML_EINVAL);
+  bml_devices_free(l);
+}
+
+Test(oracle, a_card_that_cannot_open_is_not_verified) {
+  const char *build = getenv("BANKML_TOP_BUILDDIR"), *src = getenv("BANKML_TOP_SRCDIR");
+  cr_assert(build && src);
+  char path[4096];
+  snprintf(path, sizeof path, "%s/tests/fakeicd/vendors", build);
+  setenv("OCL_ICD_VENDORS", path, 1);
+  snprintf(path, sizeof path, "%s/tests/fakeicd/mixed.conf", src);
+  setenv("BML_FAKEICD_CONFIG", path, 1);
+  snprintf(path, sizeof path, "%s/tests/fixtures/sysfs/mixed", src);
+  setenv("BANKML_SYSFS_ROOT", path, 1);
+  unsetenv("BANKML_GPU");
+  unsetenv("BANKML_GPU_SOFTWARE");
+  bml_devices *l = NULL;
+  cr_assert_eq(bml_devices_discover(NULL, &l), 0);
+  static collected c;
+  cr_expect_eq(verify(l, 0, &c, 1), BML_EVERIFY);
+  cr_assert_eq(c.n, 1);
+  cr_expect_str_eq(c.lines[0].check, "open");
+  cr_expect(c.lines[0].detail && strstr(c.lines[0].detail, "clCreateContext: CL_DEVICE_NOT_AVAILABLE (-2)"),
+            "%s", c.lines[0].detail ? c.lines[0].detail : "");
+  bml_devices_free(l);
+}
