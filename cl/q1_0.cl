@@ -3,8 +3,8 @@
 
 /*
  * Layouts (src/kernels.c repacks; every buffer holds `rows` rows of one chunk):
- *   bits[(b*4 + k) * rows + r]  the 32 weight bits of sub-block k of block b of row r
- *                               (bit j is element j of the sub-block, 1 = +d)
+ *   bits[b * rows + r]          a uint4: the 32 weight bits of each sub-block k = 0..3 of
+ *                               block b of row r (bit j is element j of the sub-block, 1 = +d)
  *   d0[b * rows + r]            the block's scale as a float (converted exactly on the host)
  *   act                         the activation: n quants (int8), then their 8-bit negations
  *                               (-(-128) = -128, done on the host), then n/32 scales as floats
@@ -86,7 +86,7 @@ inline float bml_reduce8(const float *a) {
 }
 
 /* One work-item per row. */
-__kernel void q1_0_mat_vec(__global const uint *restrict bits, __global const float *restrict d0,
+__kernel void q1_0_mat_vec(__global const uint4 *restrict bits, __global const float *restrict d0,
                            __global const char *restrict act, const uint rows, const uint nb,
                            __global float *restrict out) {
   const uint r = get_global_id(0);
@@ -98,9 +98,11 @@ __kernel void q1_0_mat_vec(__global const uint *restrict bits, __global const fl
   float acc[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
   for (uint b = 0; b < nb; b++) {
     float ab[8];
+    const uint4 w4 = bits[b * rows + r];
+    const uint ws[4] = {w4.x, w4.y, w4.z, w4.w};
     for (uint k = 0; k < 4u; k++) {
       const uint sk = 4u * b + k;
-      const uint w = bits[sk * rows + r];
+      const uint w = ws[k];
       const float d = d1[sk];
       for (uint l = 0; l < 8u; l++) {
         const float s = (float)bml_lane_sum((w >> (4u * l)) & 15u, q[8u * sk + l], nq[8u * sk + l]);
@@ -117,7 +119,7 @@ __kernel void q1_0_mat_vec(__global const uint *restrict bits, __global const fl
  * local memory and are joined in the reference order.  The work-group is
  * BML_WG work-items (BML_WG / 8 rows). */
 __kernel __attribute__((reqd_work_group_size(BML_WG, 1, 1)))
-void q1_0_mat_vec8(__global const uint *restrict bits, __global const float *restrict d0,
+void q1_0_mat_vec8(__global const uint4 *restrict bits, __global const float *restrict d0,
                    __global const char *restrict act, const uint rows, const uint nb,
                    __global float *restrict out) {
   __local float lanes[BML_WG];
@@ -131,9 +133,11 @@ void q1_0_mat_vec8(__global const uint *restrict bits, __global const float *res
   if (r < rows) {
     for (uint b = 0; b < nb; b++) {
       float ab = 0.0f;
+      const uint4 w4 = bits[b * rows + r];
+      const uint ws[4] = {w4.x, w4.y, w4.z, w4.w};
       for (uint k = 0; k < 4u; k++) {
         const uint sk = 4u * b + k;
-        const uint nib = (bits[sk * rows + r] >> (4u * l)) & 15u;
+        const uint nib = (ws[k] >> (4u * l)) & 15u;
         const float s = (float)bml_lane_sum(nib, q[8u * sk + l], nq[8u * sk + l]);
         const float d = d1[sk];
         ab = k == 0 ? d * s : BML_INNER(d, s, ab);
@@ -148,6 +152,78 @@ void q1_0_mat_vec8(__global const uint *restrict bits, __global const float *res
     for (uint i = 0; i < 8u; i++) a[i] = lanes[lid + i];
     out[r] = bml_reduce8(a);
   }
+}
+
+/*
+ * q1_0_mat_vec_t: the fast one.  One work-item per row, BML_TWG rows per
+ * work-group.  The inner part of the reference needs no fused operation:
+ * d1*s is exact, so ab = d1*s0, then fma(d1, s1, ab) = RN(d1*s1 + ab), ...
+ * is ((P0 + P1) + P2) + P3 with P = d1*s.  For every sub-block K, lane l and
+ * 4-bit pattern of weight bits there are only 16 possible P: the
+ * work-group tabulates them in local memory for BML_TILE blocks at a time
+ * (exact: d1 times an exact integer sum with the 8-bit negation), and each
+ * row then costs, per lane and sub-block, a bit-field extract, a table read
+ * and an add; the outer fma(d0, ab, acc) is the reference's.  The lanes of
+ * a warp read the same K and l with different patterns: 16 consecutive
+ * words, no bank conflicts.
+ */
+#ifndef BML_TWG
+#define BML_TWG 256 /* rows (work-items) per work-group */
+#endif
+#ifndef BML_TILE
+#define BML_TILE 8  /* blocks per table tile: 8 * 4 sub-blocks * 8 lanes * 16 floats = 16 KiB */
+#endif
+
+/* The 16 products d1 * s(pattern) of lane l of one sub-block. */
+inline void bml_tabulate(__local float *t, char4 q, char4 nq, float d) {
+  const int dq[4] = {q.x - nq.x, q.y - nq.y, q.z - nq.z, q.w - nq.w};
+  int s[16];
+  s[0] = nq.x + nq.y + nq.z + nq.w; /* every bit clear */
+  for (uint p = 1; p < 16u; p++) {
+    const uint low = p & (0u - p); /* the lowest set bit of p */
+    const uint t_ = low == 1u ? 0u : low == 2u ? 1u : low == 4u ? 2u : 3u;
+    s[p] = s[p & (p - 1u)] + dq[t_]; /* one more quant taken instead of its negation */
+  }
+  for (uint p = 0; p < 16u; p++) t[p] = d * (float)s[p];
+}
+
+__kernel __attribute__((reqd_work_group_size(BML_TWG, 1, 1)))
+void q1_0_mat_vec_t(__global const uint4 *restrict bits, __global const float *restrict d0,
+                    __global const char *restrict act, const uint rows, const uint nb,
+                    __global float *restrict out) {
+  __local float tab[BML_TILE * 4 * 8 * 16];
+  const uint r = get_global_id(0), lid = get_local_id(0);
+  const uint n = nb * 128u;
+  __global const char4 *q = (__global const char4 *)act;
+  __global const char4 *nq = (__global const char4 *)(act + n);
+  __global const float *d1 = (__global const float *)(act + 2u * n);
+  float acc[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
+  for (uint tb = 0; tb < nb; tb += BML_TILE) {
+    const uint tk = min((uint)BML_TILE, nb - tb);
+    /* the work-group tabulates (sub-block, lane) pairs of this tile */
+    for (uint p = lid; p < tk * 32u; p += BML_TWG) {
+      const uint sk = tb * 4u + p / 8u, l = p % 8u;
+      bml_tabulate(tab + p * 16u, q[8u * sk + l], nq[8u * sk + l], d1[sk]);
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (r < rows) {
+      for (uint b = 0; b < tk; b++) {
+        const uint4 w = bits[(tb + b) * rows + r];
+        const float dz = d0[(tb + b) * rows + r];
+        __local const float *t = tab + b * 512u; /* 4 sub-blocks * 8 lanes * 16 */
+        for (uint l = 0; l < 8u; l++) {
+          const uint sh = 4u * l;
+          float ab = t[l * 16u + ((w.x >> sh) & 15u)];
+          ab = ab + t[128u + l * 16u + ((w.y >> sh) & 15u)];
+          ab = ab + t[256u + l * 16u + ((w.z >> sh) & 15u)];
+          ab = ab + t[384u + l * 16u + ((w.w >> sh) & 15u)];
+          acc[l] = BML_OUTER(dz, ab, acc[l]);
+        }
+      }
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  if (r < rows) out[r] = bml_reduce8(acc);
 }
 
 /* The fma probe: out[i] = fma(a[i], b[i], c[i]) with the device's fma, and

@@ -256,6 +256,76 @@ BML_EXTERN void bml_verify_options_init(bml_verify_options *o);
 BML_EXTERN int bml_devices_verify(bml_devices *d, size_t i, const bml_verify_options *o);
 
 /* ------------------------------------------------------------------------
+ * The worker: a verified card takes a calibrated share of each product's
+ * rows while the CPU pool computes the rest; the answer is always the CPU
+ * kernel's bits (doc/WORKER.md).
+ *
+ * One thread drives a worker at a time: begin, the caller's CPU rows,
+ * finish.  A call from a second thread while one is running returns
+ * BML_EBUSY, and a begin while a product is in flight BML_ESTATE, rather
+ * than corrupting anything.
+ * ---------------------------------------------------------------------- */
+typedef struct bml_worker bml_worker;
+
+/* Opens a worker on the first selected card (BANKML_GPU), after the fma
+ * probe, the oracle (doc/ORACLE.md) and a calibration of the share: one
+ * 4096x4096 product on the card and on pool, best of three each, share =
+ * card rate / (card rate + CPU rate); BANKML_GPU_SHARE overrides (clamped to
+ * 0..0.95).  BANKML_GPU_LIMIT (0.05..1, default 0.8) limits the card's memory
+ * and time.  Returns 0 and *out; 0 and *out = NULL when no card is used (no
+ * usable card, verification failed, or a calibrated share below 0.02: each
+ * logged once as "GPU not used: <why>"); BML_EINVAL, BML_EENV (a bad
+ * environment value, named in the message), BML_ENOMEM.  The pool must
+ * outlive the worker.  Close with bml_worker_close(). */
+BML_EXTERN int bml_worker_open(bml_pool *pool, bml_worker **out);
+
+/* Starts a product: the card's share of the rows of wts (rows x n) against
+ * act, enqueued without waiting.  *card_rows receives how many of the first
+ * rows the card took (0: all on the CPU); the caller computes rows
+ * [*card_rows, rows) itself, e.g. with bml_pool_q1_0_mat_vec, then calls
+ * bml_worker_finish.  A matrix is known by (name, wts, rows, n): its card
+ * rows are repacked and copied on first use.  Returns 0, BML_EINVAL,
+ * BML_ESHAPE, BML_ESTATE (a product is already in flight), BML_EBUSY. */
+BML_EXTERN int bml_worker_begin(bml_worker *w, const char *name, const bml_block_q1_0 *wts,
+                                size_t rows, size_t n, const bml_block_q8_0 *act,
+                                size_t *card_rows);
+
+/* Waits for the card and writes its rows into out[0 .. card_rows).  Follows
+ * every successful bml_worker_begin, even when the card took no rows.  An
+ * OpenCL error on the card gives its rows to the CPU pool: out is complete
+ * and exact whatever the card did.  Returns 0, BML_EINVAL, BML_ESTATE (no
+ * product in flight), BML_EBUSY, BML_ENOMEM. */
+BML_EXTERN int bml_worker_finish(bml_worker *w, float *out);
+
+/* begin, the CPU's rows on the pool, finish: one product, out[0 .. rows). */
+BML_EXTERN int bml_worker_mat_vec(bml_worker *w, const char *name, const bml_block_q1_0 *wts,
+                                  size_t rows, size_t n, const bml_block_q8_0 *act, float *out);
+
+/* The worker's state as one JSON object (card, limit, share, allocated_bytes,
+ * heap_bytes, integrated, busy, products_on_card, products_on_cpu_resting,
+ * products_on_cpu_memory, products_on_cpu_error, shapes_on_card,
+ * shapes_on_cpu, shapes_tuning, ...; doc/WORKER.md).  free() the string.
+ * Returns 0, BML_EINVAL, BML_EBUSY, BML_ENOMEM. */
+BML_EXTERN int bml_worker_status_json(bml_worker *w, char **json);
+
+/* Sets the share of rows the card takes (0..1) for every later product and
+ * stops the per-shape calibration: every shape then uses exactly this share
+ * (1: the card alone).  For benchmarks and tests.  Returns 0, BML_EINVAL,
+ * BML_ERANGE, BML_EBUSY, BML_ESTATE. */
+BML_EXTERN int bml_worker_set_share(bml_worker *w, double share);
+
+/* Sets the limit L (0.05..1) of the card's memory and time, as
+ * BANKML_GPU_LIMIT does.  Returns 0, BML_EINVAL, BML_ERANGE, BML_EBUSY. */
+BML_EXTERN int bml_worker_set_limit(bml_worker *w, double limit);
+
+/* Frees every card buffer now (an engine unloading a model); later products
+ * upload again.  NULL-safe; waits for a product in flight. */
+BML_EXTERN void bml_worker_release(bml_worker *w);
+
+/* Releases and closes.  NULL-safe. */
+BML_EXTERN void bml_worker_close(bml_worker *w);
+
+/* ------------------------------------------------------------------------
  * Logging.  Messages go to stderr with a "bankml-cl: " prefix unless a sink
  * is set.  BANKML_DEBUG=all or a list of categories (pool,cpu,device,pci,
  * build,oracle,worker) turns on debug messages.

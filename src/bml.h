@@ -50,7 +50,10 @@ unsigned bml__env_debug(void);       /* BANKML_DEBUG: categories; junk names war
 int bml__env_sysfs_root(const char **out); /* BANKML_SYSFS_ROOT: an absolute path (tests) */
 int bml__env_gpu(const char **out);  /* BANKML_GPU, unparsed (registry.c parses it) */
 int bml__env_gpu_software(bool *out); /* BANKML_GPU_SOFTWARE: 1 or 0 */
-int bml__env_golden_dir(const char **out); /* BANKML_GOLDEN_DIR: ggml's golden vectors */
+int bml__env_golden_dir(const char **out);
+int bml__env_pci_ids(const char **out);
+int bml__env_gpu_share(double *out);  /* BANKML_GPU_SHARE, clamped to 0..0.95 */
+int bml__env_gpu_limit(double *out);  /* BANKML_GPU_LIMIT, clamped to 0.05..1 */    /* BANKML_PCI_IDS: the pci.ids libpci names devices from */ /* BANKML_GOLDEN_DIR: ggml's golden vectors */
 /* Strict parsers, shared with the command's option parsing. */
 int bml__parse_long(const char *s, long lo, long hi, long *out);
 int bml__parse_double(const char *s, double lo, double hi, double *out);
@@ -127,6 +130,9 @@ typedef struct {
  * Cannot fail. */
 void bml__notes_add(bml__notes *n, const char *fmt, ...) BML_PRINTF(2, 3);
 void bml__notes_free(bml__notes *n); /* NULL-safe; leaves n empty */
+
+/* MemAvailable from /proc/meminfo in bytes, or 0 when it cannot be read. */
+uint64_t bml__mem_available(void);
 
 /* Monotonic clock in seconds. */
 double bml__now(void);

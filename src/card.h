@@ -7,9 +7,14 @@
 #include "device.h"
 
 /* The kernels of cl/q1_0.cl that compute products. */
-typedef enum { BML_KERNEL_MAT_VEC = 0, BML_KERNEL_MAT_VEC8 = 1, BML_KERNEL_COUNT } bml__kernel_id;
+typedef enum {
+  BML_KERNEL_MAT_VEC = 0,   /* a work-item per row */
+  BML_KERNEL_MAT_VEC8 = 1,  /* eight work-items per row, one per lane */
+  BML_KERNEL_MAT_VEC_T = 2, /* a work-item per row, products tabulated in local memory */
+  BML_KERNEL_COUNT
+} bml__kernel_id;
 
-/* "q1_0_mat_vec", "q1_0_mat_vec8". */
+/* "q1_0_mat_vec", "q1_0_mat_vec8", "q1_0_mat_vec_t". */
 const char *bml__kernel_name(bml__kernel_id k);
 
 /* One build of cl/q1_0.cl. */
@@ -31,7 +36,14 @@ typedef struct bml__card {
   bool host_unified;
   bool cr_divide_sqrt; /* CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT advertised */
   size_t max_chunk_rows; /* test hook: rows per buffer chunk (0: by max_alloc only) */
+  cl_ulong local_mem;
+  size_t twg, tile;      /* q1_0_mat_vec_t's tunables (-DBML_TWG, -DBML_TILE) */
 } bml__card;
+
+/* Sets q1_0_mat_vec_t's rows per work-group and blocks per table tile
+ * (clamped to the device's work-group size and local memory) for later
+ * builds.  Cannot fail. */
+void bml__card_set_tunables(bml__card *c, size_t twg, size_t tile);
 
 /* The work-group size of q1_0_mat_vec8 on this card (-DBML_WG): 64, or the
  * largest multiple of 8 the device allows.  Cannot fail. */

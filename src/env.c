@@ -110,3 +110,28 @@ int bml__env_golden_dir(const char **out) {
   if (v) *out = v;
   return 0;
 }
+
+int bml__env_pci_ids(const char **out) {
+  const char *v = env_value("BANKML_PCI_IDS");
+  if (v) *out = v;
+  return 0;
+}
+
+/* A decimal from the environment, clamped into [lo, hi] (out-of-range
+ * values are clamped, as the variable's documentation says; junk is an
+ * error naming it). */
+static int env_clamped(const char *name, double lo, double hi, double *out) {
+  const char *v = env_value(name);
+  if (!v) return 0;
+  double d;
+  if (bml__parse_double(v, -1e300, 1e300, &d) != 0) {
+    bml__error(BML_CAT_ENV, "%s=\"%s\": not a number (expected %g to %g)", name, v, lo, hi);
+    return BML_EENV;
+  }
+  *out = d < lo ? lo : d > hi ? hi : d;
+  return 0;
+}
+
+int bml__env_gpu_share(double *out) { return env_clamped("BANKML_GPU_SHARE", 0.0, 0.95, out); }
+
+int bml__env_gpu_limit(double *out) { return env_clamped("BANKML_GPU_LIMIT", 0.05, 1.0, out); }

@@ -18,15 +18,14 @@ static size_t chunk_rows(const bml__card *c, size_t n) {
   return rows ? rows : 1;
 }
 
-/* bits[(b*4+k)*rows + r] and d0[b*rows + r] for rows [0, rows) of w. */
+/* bits[(b*rows + r)*4 + k] and d0[b*rows + r] for rows [0, rows) of w. */
 static void repack(const bml_block_q1_0 *w, size_t rows, size_t nb, uint32_t *bits, float *d0) {
   const float *half = bml__half_table();
   for (size_t r = 0; r < rows; r++)
     for (size_t b = 0; b < nb; b++) {
       const bml_block_q1_0 *blk = &w[r * nb + b];
-      uint32_t word[4];
-      memcpy(word, blk->qs, sizeof word); /* little-endian: bit j of the word is element j */
-      for (int k = 0; k < 4; k++) bits[(b * 4 + (size_t)k) * rows + r] = word[k];
+      /* little-endian host and card: bit j of word k is element j of sub-block k */
+      memcpy(&bits[(b * rows + r) * 4], blk->qs, sizeof blk->qs);
       d0[b * rows + r] = half[blk->d];
     }
 }
@@ -35,8 +34,31 @@ static cl_mem create_buffer(bml__card *c, size_t size, cl_int *rc) {
   return clCreateBuffer(c->ctx, CL_MEM_READ_WRITE, size ? size : 4, NULL, rc);
 }
 
-static int upload_chunk(bml__card *c, const bml_block_q1_0 *w, size_t nb, bml__card_chunk *ch) {
-  size_t bits_size = ch->rows * nb * 16, d0_size = ch->rows * nb * sizeof(float);
+/* On a card that shares host memory (integrated GPUs, PoCL), the buffers
+ * are allocated by the driver in host memory and the repack writes straight
+ * into them, mapped: no staging copy of the matrix. */
+static int upload_unified(bml__card *c, const bml_block_q1_0 *w, size_t nb, bml__card_chunk *ch,
+                          size_t bits_size, size_t d0_size) {
+  cl_int rc = CL_SUCCESS;
+  void *bits = NULL, *d0 = NULL;
+  const cl_mem_flags flags = CL_MEM_READ_ONLY | CL_MEM_ALLOC_HOST_PTR;
+  BML_CL_TRY(BML_CAT_WORKER, rc, (ch->bits = clCreateBuffer(c->ctx, flags, bits_size, NULL, &rc), rc));
+  BML_CL_TRY(BML_CAT_WORKER, rc, (ch->d0 = clCreateBuffer(c->ctx, flags, d0_size, NULL, &rc), rc));
+  BML_CL_TRY(BML_CAT_WORKER, rc, (bits = clEnqueueMapBuffer(c->queue, ch->bits, CL_TRUE, CL_MAP_WRITE_INVALIDATE_REGION,
+                                                             0, bits_size, 0, NULL, NULL, &rc), rc));
+  BML_CL_TRY(BML_CAT_WORKER, rc, (d0 = clEnqueueMapBuffer(c->queue, ch->d0, CL_TRUE, CL_MAP_WRITE_INVALIDATE_REGION, 0,
+                                                           d0_size, 0, NULL, NULL, &rc), rc));
+  repack(w + ch->row0 * nb, ch->rows, nb, bits, d0);
+fail:
+  if (bits) clEnqueueUnmapMemObject(c->queue, ch->bits, bits, 0, NULL, NULL);
+  if (d0) clEnqueueUnmapMemObject(c->queue, ch->d0, d0, 0, NULL, NULL);
+  cl_int done = clFinish(c->queue);
+  return rc != CL_SUCCESS ? rc : done;
+}
+
+/* A discrete card: repack into host memory, then one copy each. */
+static int upload_discrete(bml__card *c, const bml_block_q1_0 *w, size_t nb, bml__card_chunk *ch,
+                           size_t bits_size, size_t d0_size) {
   uint32_t *bits = malloc(bits_size);
   float *d0 = malloc(d0_size);
   cl_int rc = CL_SUCCESS;
@@ -47,13 +69,20 @@ static int upload_chunk(bml__card *c, const bml_block_q1_0 *w, size_t nb, bml__c
   repack(w + ch->row0 * nb, ch->rows, nb, bits, d0);
   BML_CL_TRY(BML_CAT_WORKER, rc, (ch->bits = create_buffer(c, bits_size, &rc), rc));
   BML_CL_TRY(BML_CAT_WORKER, rc, (ch->d0 = create_buffer(c, d0_size, &rc), rc));
-  BML_CL_TRY(BML_CAT_WORKER, rc, (ch->out = create_buffer(c, ch->rows * sizeof(float), &rc), rc));
   BML_CL_TRY(BML_CAT_WORKER, rc, clEnqueueWriteBuffer(c->queue, ch->bits, CL_FALSE, 0, bits_size, bits, 0, NULL, NULL));
   BML_CL_TRY(BML_CAT_WORKER, rc, clEnqueueWriteBuffer(c->queue, ch->d0, CL_FALSE, 0, d0_size, d0, 0, NULL, NULL));
   BML_CL_TRY(BML_CAT_WORKER, rc, clFinish(c->queue));
 fail:
   free(bits);
   free(d0);
+  return rc;
+}
+
+static int upload_chunk(bml__card *c, const bml_block_q1_0 *w, size_t nb, bml__card_chunk *ch) {
+  size_t bits_size = ch->rows * nb * 16, d0_size = ch->rows * nb * sizeof(float);
+  cl_int rc = c->host_unified ? upload_unified(c, w, nb, ch, bits_size, d0_size)
+                              : upload_discrete(c, w, nb, ch, bits_size, d0_size);
+  if (rc == CL_SUCCESS) ch->out = create_buffer(c, ch->rows * sizeof(float), &rc);
   return rc;
 }
 
@@ -141,6 +170,9 @@ static void launch_sizes(const bml__card *c, bml__kernel_id k, size_t wg, size_t
   if (k == BML_KERNEL_MAT_VEC8) {
     *local = bml__card_wg8(c); /* as -DBML_WG */
     *global = round_up(rows * 8, *local);
+  } else if (k == BML_KERNEL_MAT_VEC_T) {
+    *local = c->twg; /* as -DBML_TWG */
+    *global = round_up(rows, *local);
   } else {
     *local = wg ? wg : 64;
     if (*local > c->max_work_group) *local = c->max_work_group;

@@ -8,7 +8,7 @@
 extern const char bml__cl_q1_0_source[];
 
 const char *bml__kernel_name(bml__kernel_id k) {
-  static const char *const names[] = {"q1_0_mat_vec", "q1_0_mat_vec8"};
+  static const char *const names[] = {"q1_0_mat_vec", "q1_0_mat_vec8", "q1_0_mat_vec_t"};
   return (unsigned)k < BML_KERNEL_COUNT ? names[k] : "?";
 }
 
@@ -24,6 +24,8 @@ int bml__card_open(const bml__cl_info *ci, bml__card **out, char *err, size_t er
   c->max_work_group = ci->max_work_group;
   c->host_unified = ci->host_unified != 0;
   c->cr_divide_sqrt = (ci->fp32 & CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT) != 0;
+  c->local_mem = ci->local_mem;
+  bml__card_set_tunables(c, 256, 8);
   cl_context_properties props[] = {CL_CONTEXT_PLATFORM, (cl_context_properties)ci->platform, 0};
   c->ctx = clCreateContext(props, 1, &ci->id, NULL, NULL, &rc);
   if (rc != CL_SUCCESS) {
@@ -56,6 +58,14 @@ void bml__card_close(bml__card *c) {
  * divide nothing today; the option keeps any later use exact), the
  * work-group size of the 8-lane kernel, and never -cl-mad-enable,
  * -cl-fast-relaxed-math, -cl-unsafe-math-optimizations or -cl-denorms-are-zero. */
+void bml__card_set_tunables(bml__card *c, size_t twg, size_t tile) {
+  while (twg > 32 && twg > c->max_work_group) twg /= 2;
+  /* the table takes tile * 2 KiB of local memory; keep room for the driver */
+  while (tile > 1 && tile * 2048 + 1024 > c->local_mem) tile /= 2;
+  c->twg = twg ? twg : 1;
+  c->tile = tile ? tile : 1;
+}
+
 size_t bml__card_wg8(const bml__card *c) {
   size_t wg8 = c->max_work_group >= 64 ? 64 : c->max_work_group / 8 * 8;
   return wg8 < 8 ? 8 : wg8;
@@ -63,8 +73,8 @@ size_t bml__card_wg8(const bml__card *c) {
 
 static void build_options(const bml__card *c, bool emulate, const char *extra, char *buf, size_t len) {
   size_t wg8 = bml__card_wg8(c);
-  snprintf(buf, len, "-DBML_WG=%zu%s%s%s%s",
-           wg8, c->cr_divide_sqrt ? " -cl-fp32-correctly-rounded-divide-sqrt" : "",
+  snprintf(buf, len, "-DBML_WG=%zu -DBML_TWG=%zu -DBML_TILE=%zu%s%s%s%s",
+           wg8, c->twg, c->tile, c->cr_divide_sqrt ? " -cl-fp32-correctly-rounded-divide-sqrt" : "",
            emulate ? " -DBML_EMULATE_FMA=1" : "", extra && *extra ? " " : "", extra ? extra : "");
 }
 

@@ -25,11 +25,20 @@ static void copy_str(char *dst, size_t cap, const char *src) {
   dst[n] = '\0';
 }
 
+/* $BANKML_PCI_IDS, else the pci.ids configure found (it also looks in a
+ * build sysroot), else "" for libpci's own default. */
+static const char *default_pci_ids(void) {
+  const char *env = NULL;
+  if (bml__env_pci_ids(&env) == 0 && env) return env;
+  if (BML_PCI_IDS[0] && access(BML_PCI_IDS, R_OK) == 0) return BML_PCI_IDS;
+  return "";
+}
+
 void bml__sysfs_init(bml__sysfs *fs, const char *root, const char *pci_ids) {
   const char *env = NULL;
   if (!root && bml__env_sysfs_root(&env) == 0) root = env;
   if (!root) root = "/sys";
-  if (!pci_ids) pci_ids = "";
+  if (!pci_ids) pci_ids = default_pci_ids();
   memset(fs, 0, sizeof *fs);
   if ((size_t)snprintf(fs->root, sizeof fs->root, "%s", root) >= sizeof fs->root) {
     bml__error(BML_CAT_PCI, "sysfs root \"%.60s...\" is too long; nothing will be found under it", root);

@@ -46,3 +46,14 @@ void bml__notes_free(bml__notes *n) {
   n->items = NULL;
   n->len = n->cap = 0;
 }
+
+uint64_t bml__mem_available(void) {
+  FILE *f = fopen("/proc/meminfo", "r");
+  if (!f) return 0;
+  char line[256];
+  unsigned long long kb = 0;
+  while (fgets(line, sizeof line, f))
+    if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1) break;
+  fclose(f);
+  return (uint64_t)kb * 1024;
+}

@@ -398,3 +398,77 @@ Test(cli, devices_verify_misuse_exits_2) {
   expect_usage_error(RUN("devices", "--verify", "--brief"), "--brief");
   expect_usage_error(RUN("devices", "--golden", "/tmp"), "--golden");
 }
+
+/* ---- bankml-cl bench --clblast: the baseline, on PoCL ------------------- */
+
+/* One clblast row of the 256x512 run below; returns 1 for an F32 row. */
+static int check_clblast_row(json_t *row) {
+  const char *mode = string_of(row, "mode");
+  bool f32 = strcmp(mode, "clblast-f32") == 0;
+  cr_assert(f32 || strcmp(mode, "clblast-f16") == 0, "mode %s", mode);
+  cr_expect_str_eq(string_of(row, "shape"), "256x512");
+  cr_expect_eq(integer_of(row, "threads"), 0);
+  cr_expect_str_eq(string_of(row, "cache"), "warm");
+  cr_expect_eq(integer_of(row, "weight_bytes"), 256 * 512 / 128 * 18, "the Q1_0 size");
+  cr_expect_eq(integer_of(row, "bytes_read"), 256 * 512 * (f32 ? 4 : 2));
+  double median = real_of(row, "median_ms"), min = real_of(row, "min_ms");
+  cr_expect(min > 0 && min <= median, "min %g, median %g", min, median);
+  cr_expect(real_of(row, "gbps") > 0);
+  cr_expect_str_eq(string_of(row, "check"), "tolerance");
+  cr_expect(json_is_false(json_object_get(row, "exact")), "a baseline claims bit-exactness");
+  cr_expect(json_is_true(json_object_get(row, "agrees")), "%s disagrees with the CPU", mode);
+  double ratio = real_of(row, "error_to_bound");
+  cr_expect(ratio >= 0 && ratio <= 1, "error_to_bound %g", ratio);
+  return f32;
+}
+
+static void use_pocl(void) {
+  unsetenv("OCL_ICD_VENDORS");
+  unsetenv("BANKML_SYSFS_ROOT");
+  unsetenv("BANKML_GPU");
+  setenv("BANKML_GPU_SOFTWARE", "1", 1);
+}
+
+Test(cli, bench_clblast_on_pocl_agrees_with_a_cpu_reference) {
+  use_pocl();
+  struct run r = RUN("bench", "--clblast", "--quick", "--json", "--shape", "256x512");
+  const char *why = strstr(r.err, "built without CLBlast")      ? "built without CLBlast"
+                    : strstr(r.err, "no usable OpenCL device") ? "no PoCL device here"
+                                                                : NULL;
+  if (why) {
+    cr_expect_eq(r.status, 3, "stderr: %s", r.err);
+    run_free(&r);
+    cr_skip_test("%s", why);
+  }
+  cr_assert_eq(r.status, 0, "exit status %d, stderr: %s", r.status, r.err);
+  json_error_t e;
+  json_t *root = json_loads(r.out, 0, &e);
+  cr_assert_not_null(root, "not JSON (%s at line %d): %s", e.text, e.line, r.out);
+  cr_expect_str_eq(string_of(root, "mode"), "clblast");
+  cr_expect(strlen(string_of(root, "device")) > 0);
+  json_t *results = json_object_get(root, "results");
+  cr_assert(json_is_array(results));
+  int f32 = 0;
+  for (size_t i = 0; i < json_array_size(results); i++)
+    f32 += check_clblast_row(json_array_get(results, i));
+  cr_expect_eq(f32, 1, "one clblast-f32 row for one shape");
+  json_decref(root);
+  run_free(&r);
+}
+
+Test(cli, bench_clblast_without_a_device_says_so_and_exits_3) {
+  use_fake_devices("empty", "empty");
+  struct run r = RUN("bench", "--clblast", "--quick", "--shape", "128x128");
+  cr_expect_eq(r.status, 3, "stderr: %s", r.err);
+  cr_expect_str_empty(r.out);
+  cr_expect(strstr(r.err, "no usable OpenCL device") || strstr(r.err, "built without CLBlast"),
+            "%s", r.err);
+  run_free(&r);
+}
+
+Test(cli, help_bench_lists_clblast) {
+  struct run r = RUN("bench", "--help");
+  cr_expect_eq(r.status, 0);
+  cr_expect(strstr(r.out, "\n  --clblast ") != NULL, "%s", r.out);
+  run_free(&r);
+}

@@ -199,9 +199,15 @@ Test(pci, root_comes_from_the_argument_then_the_environment_then_sys) {
   bml__sysfs_init(&fs, "/from/arg", "/ids");
   cr_expect_str_eq(fs.root, "/from/arg");
   cr_expect_str_eq(fs.pci_ids, "/ids");
+  unsetenv("BANKML_PCI_IDS");
   bml__sysfs_init(&fs, NULL, NULL);
   cr_expect_str_eq(fs.root, "/from/env");
-  cr_expect_str_eq(fs.pci_ids, "");
+  /* pci.ids: the one configure found when it is readable, else libpci's default */
+  cr_expect_str_eq(fs.pci_ids, access(BML_PCI_IDS, R_OK) == 0 ? BML_PCI_IDS : "");
+  setenv("BANKML_PCI_IDS", "/ids/from/env", 1);
+  bml__sysfs_init(&fs, NULL, NULL);
+  cr_expect_str_eq(fs.pci_ids, "/ids/from/env", "BANKML_PCI_IDS comes first");
+  unsetenv("BANKML_PCI_IDS");
   setenv("BANKML_SYSFS_ROOT", "", 1);
   bml__sysfs_init(&fs, NULL, NULL);
   cr_expect_str_eq(fs.root, "/sys", "empty means unset");

@@ -8,6 +8,8 @@
 #include <stdio.h>
 #include <time.h>
 
+#include "bankml-cl.h"
+
 /* One matrix: rows x n weights (n a positive multiple of 128). */
 struct bench_shape {
   size_t rows, n;
@@ -26,21 +28,33 @@ struct bench_config {
 
 #define BENCH_MAX_THREADS 1024 /* what bml_pool_open accepts */
 
+/* How a row's results were checked. */
+enum bench_check {
+  BENCH_CHECK_EXACT,    /* bit for bit against bml_q1_0_mat_vec: bankml-cl's own modes */
+  BENCH_CHECK_TOLERANCE /* within a bound of a CPU reference: the baselines (CLBlast) */
+};
+
 /* One line of the table: one measurement of one shape. */
 struct bench_row {
-  const char *mode; /* "cpu": the mode's name */
+  const char *mode; /* "cpu", "clblast-f32": what ran */
   size_t rows, n;
-  int threads;
+  int threads;       /* CPU threads; 0 for a device's library (CLBlast) */
   const char *cache; /* "warm" or "flushed" */
   double median_ms, min_ms;
-  double gbps; /* Q1_0 weight bytes / median time, in 1e9 bytes per second */
-  uint64_t weight_bytes;
-  bool exact; /* every timed result equal, bit for bit, to bml_q1_0_mat_vec's */
+  double gbps;           /* bytes read (below) / median time, in 1e9 bytes per second */
+  uint64_t weight_bytes; /* the Q1_0 weights of the shape, whatever the mode reads */
+  uint64_t bytes_read;   /* the matrix bytes one product reads; 0: weight_bytes */
+  enum bench_check check;
+  bool exact;            /* BENCH_CHECK_EXACT: every timed result equal, bit for bit, to
+                            bml_q1_0_mat_vec's; false for the baselines */
+  bool agrees;           /* BENCH_CHECK_TOLERANCE: every timed result within its bound */
+  double error_to_bound; /* BENCH_CHECK_TOLERANCE: the largest error / its bound */
 };
 
 /* Everything a run produced, rendered in one place (bench_render.c). */
 struct bench_report {
   char modes[64];       /* the modes run, comma-separated: "cpu" */
+  char device[256];     /* the OpenCL device a device mode ran on; "" when none */
   const char *cpu_path; /* bml_cpu_path() */
   const char *flush;    /* how caches were flushed: "clflush" or "stream" */
   int threads_available;
@@ -60,6 +74,22 @@ struct bench_mode {
 };
 
 int bench_cpu_run(const struct bench_config *cfg, struct bench_report *rep);
+/* --clblast (bench_clblast.c, or bench_clblast_none.c in a build without
+ * CLBlast, where run says so and returns BML_ENOTSUP). */
+extern const char bench_clblast_help[];
+int bench_clblast_run(const struct bench_config *cfg, struct bench_report *rep);
+
+/* Fills w (rows x n/128 blocks) and a (n/32 blocks) with the benchmark's
+ * pseudo-random operands for this shape: the same in every mode and on
+ * every run.  Returns 0 or what bml_q8_0_quantize returns. */
+int bench_random_operands(size_t rows, size_t n, bml_block_q1_0 *w, bml_block_q8_0 *a);
+/* CLOCK_MONOTONIC in milliseconds.  Cannot fail. */
+double bench_now_ms(void);
+/* Sorts ms[0..n) and sets row's median_ms, min_ms and gbps (from
+ * bytes_read, else weight_bytes).  Cannot fail. */
+void bench_summarize(double *ms, long n, struct bench_row *row);
+/* Whether row passed its check (exact, or agrees).  Cannot fail. */
+bool bench_row_ok(const struct bench_row *row);
 
 /* Appends a copy of row.  Returns 0 or BML_ENOMEM. */
 int bench_report_add(struct bench_report *rep, const struct bench_row *row);

@@ -3,7 +3,6 @@
 
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "bankml-cl.h"
 #include "bench.h"
@@ -16,42 +15,6 @@ struct product {
   float *want, *got;
   size_t w_bytes, a_bytes, out_bytes;
 };
-
-/* Marsaglia's xorshift64: the command's own data, the same on every run.
- * Speed does not depend on the values; only their plausibility matters. */
-static uint64_t xorshift64(uint64_t *s) {
-  uint64_t x = *s;
-  x ^= x << 13;
-  x ^= x >> 7;
-  x ^= x << 17;
-  return *s = x;
-}
-
-/* A half-precision scale of either sign, 2^-7 <= |d| < 2^-2: the range of
- * a trained layer's block scales, written as binary16 bits directly. */
-static uint16_t random_scale(uint64_t *s) {
-  uint64_t r = xorshift64(s);
-  unsigned exponent = 8 + (unsigned)(r % 5); /* biased: 2^(8-15) .. 2^(12-15) */
-  return (uint16_t)(((r >> 16) & 1) << 15 | exponent << 10 | ((r >> 20) & 0x3ff));
-}
-
-static void fill_weights(uint64_t *s, bml_block_q1_0 *w, size_t nblocks) {
-  for (size_t i = 0; i < nblocks; i++) {
-    w[i].d = random_scale(s);
-    uint64_t bits[2] = {xorshift64(s), xorshift64(s)};
-    memcpy(w[i].qs, bits, sizeof w[i].qs);
-  }
-}
-
-/* Activations as an engine makes them: random floats in [-1, 1), quantized. */
-static int fill_activation(uint64_t *s, bml_block_q8_0 *a, size_t n) {
-  float *x = malloc(n * sizeof *x);
-  if (!x) return BML_ENOMEM;
-  for (size_t i = 0; i < n; i++) x[i] = (float)((double)(xorshift64(s) >> 11) * 0x1p-52 - 1.0);
-  int rc = bml_q8_0_quantize(x, n, a);
-  free(x);
-  return rc;
-}
 
 static void product_free(struct product *p) {
   free(p->w);
@@ -83,9 +46,7 @@ static int product_init(struct product *p, const struct bench_shape *shape) {
   p->got = malloc(p->out_bytes);
   int rc = BML_ENOMEM;
   if (!p->w || !p->a || !p->want || !p->got) goto fail;
-  uint64_t seed = 0x9e3779b97f4a7c15u ^ ((uint64_t)p->rows << 32) ^ (uint64_t)p->n;
-  fill_weights(&seed, p->w, p->rows * wblocks);
-  if ((rc = fill_activation(&seed, p->a, p->n)) != 0) goto fail;
+  if ((rc = bench_random_operands(p->rows, p->n, p->w, p->a)) != 0) goto fail;
   if ((rc = bml_q1_0_mat_vec(p->w, p->rows, p->n, p->a, p->want)) != 0) goto fail;
   return 0;
 fail:
@@ -93,12 +54,6 @@ fail:
           (double)p->w_bytes / 1e6, bml_strerror(rc));
   product_free(p);
   return rc;
-}
-
-static double now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
 /* One measurement in progress: a pool, a product, and (when flushing) how. */
@@ -118,9 +73,9 @@ static int timed_run(struct timing *t, double *ms) {
     const size_t lens[] = {p->w_bytes, p->a_bytes};
     cache_flusher_evict(t->flush, ptrs, lens, 2);
   }
-  double t0 = now_ms();
+  double t0 = bench_now_ms();
   int rc = bml_pool_q1_0_mat_vec(t->pool, p->w, p->rows, p->n, p->a, p->got);
-  *ms = now_ms() - t0;
+  *ms = bench_now_ms() - t0;
   if (rc != 0) {
     fprintf(stderr, "bankml-cl bench: %zux%zu on %d threads: %s\n", p->rows, p->n,
             bml_pool_threads(t->pool), bml_strerror(rc));
@@ -128,19 +83,6 @@ static int timed_run(struct timing *t, double *ms) {
   }
   if (memcmp(p->got, p->want, p->out_bytes) != 0) t->exact = false;
   return 0;
-}
-
-static int compare_double(const void *x, const void *y) {
-  double a = *(const double *)x, b = *(const double *)y;
-  return (a > b) - (a < b);
-}
-
-/* Median and minimum of ms[0..n) (sorted in place) into row. */
-static void summarize(double *ms, long n, struct bench_row *row) {
-  qsort(ms, (size_t)n, sizeof *ms, compare_double);
-  row->min_ms = ms[0];
-  row->median_ms = n % 2 ? ms[n / 2] : (ms[n / 2 - 1] + ms[n / 2]) / 2;
-  row->gbps = row->median_ms > 0 ? (double)row->weight_bytes / (row->median_ms * 1e6) : 0;
 }
 
 /* cfg->runs timed products (after the warm-up, when warm) into one row. */
@@ -165,7 +107,7 @@ static int measure(const struct bench_config *cfg, struct timing *t, double *ms,
       .weight_bytes = t->p->w_bytes,
       .exact = t->exact,
   };
-  summarize(ms, cfg->runs, &row);
+  bench_summarize(ms, cfg->runs, &row);
   bench_progress(cfg, "%zux%zu, %d threads, %s: median %.4f ms, min %.4f ms, %s", row.rows, row.n,
                  row.threads, row.cache, row.median_ms, row.min_ms,
                  row.exact ? "exact" : "NOT EXACT");

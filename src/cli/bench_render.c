@@ -2,6 +2,7 @@
 #define _POSIX_C_SOURCE 200809L
 
 #include <jansson.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -19,6 +20,10 @@ int bench_report_add(struct bench_report *rep, const struct bench_row *row) {
   }
   rep->rows[rep->nrows++] = *row;
   return 0;
+}
+
+bool bench_row_ok(const struct bench_row *row) {
+  return row->check == BENCH_CHECK_EXACT ? row->exact : row->agrees;
 }
 
 void bench_report_free(struct bench_report *rep) {
@@ -57,40 +62,87 @@ static void text_header(const struct bench_report *rep, FILE *f) {
           "after %ld warm-up, caches flushed by %s\n",
           bml_version_string(), rep->modes, date, rep->cpu_path, rep->threads_available, rep->runs,
           rep->warmup, rep->flush);
+  if (rep->device[0]) fprintf(f, "device: %s\n", rep->device);
+}
+
+/* The exact column: bit-exact or not, or, for a baseline, its bound's verdict. */
+static const char *check_text(const struct bench_row *r) {
+  if (r->check == BENCH_CHECK_EXACT) return r->exact ? "yes" : "NO";
+  return r->agrees ? "n/a (agrees)" : "n/a (DISAGREES)";
+}
+
+/* Under the table when a baseline ran: what its columns mean. */
+static void text_footnote(const struct bench_report *rep, FILE *f) {
+  for (size_t i = 0; i < rep->nrows; i++) {
+    if (rep->rows[i].check != BENCH_CHECK_TOLERANCE) continue;
+    fprintf(f, "clblast rows: GB/s of the F32/F16 matrix read; not bit-exact, checked against a "
+               "CPU reference within a bound (bankml-cl(1))\n");
+    return;
+  }
+}
+
+static int mode_width(const struct bench_report *rep) {
+  int w = (int)strlen("mode");
+  for (size_t i = 0; i < rep->nrows; i++)
+    if ((int)strlen(rep->rows[i].mode) > w) w = (int)strlen(rep->rows[i].mode);
+  return w;
 }
 
 int bench_render_text(const struct bench_report *rep, FILE *f) {
-  /* A mode column only once there is more than one mode to tell apart. */
-  int with_mode = strchr(rep->modes, ',') != NULL;
+  /* A mode column only once there is more than one mode to tell apart, or a
+   * mode whose rows are named otherwise (--clblast: clblast-f32, clblast-f16). */
+  bool with_mode = strchr(rep->modes, ',') != NULL;
+  for (size_t i = 0; i < rep->nrows; i++) with_mode |= strcmp(rep->rows[i].mode, rep->modes) != 0;
   int shape_w = (int)strlen("shape");
   char shape[48];
   for (size_t i = 0; i < rep->nrows; i++) {
     format_shape(&rep->rows[i], shape, sizeof shape);
     if ((int)strlen(shape) > shape_w) shape_w = (int)strlen(shape);
   }
+  int mode_w = mode_width(rep);
   text_header(rep, f);
-  if (with_mode) fprintf(f, "%-6s", "mode");
+  if (with_mode) fprintf(f, "%-*s ", mode_w, "mode");
   fprintf(f, "%-*s %7s  %-7s %11s %11s %9s  %s\n", shape_w, "shape", "threads", "cache",
           "median ms", "min ms", "GB/s", "exact");
   for (size_t i = 0; i < rep->nrows; i++) {
     const struct bench_row *r = &rep->rows[i];
     format_shape(r, shape, sizeof shape);
-    if (with_mode) fprintf(f, "%-6s", r->mode);
-    fprintf(f, "%-*s %7d  %-7s %11.4f %11.4f %9.2f  %s\n", shape_w, shape, r->threads, r->cache,
-            r->median_ms, r->min_ms, r->gbps, r->exact ? "yes" : "NO");
+    char threads[16] = "-"; /* 0: a device's library, no CPU threads */
+    if (r->threads > 0) snprintf(threads, sizeof threads, "%d", r->threads);
+    if (with_mode) fprintf(f, "%-*s ", mode_w, r->mode);
+    fprintf(f, "%-*s %7s  %-7s %11.4f %11.4f %9.2f  %s\n", shape_w, shape, threads, r->cache,
+            r->median_ms, r->min_ms, r->gbps, check_text(r));
   }
+  text_footnote(rep, f);
   return ferror(f) ? write_error() : 0;
 }
 
 /* ---- JSON ---------------------------------------------------------------- */
 
+/* A baseline's verdict: "agrees" and how much of its bound the worst error used. */
+static json_t *json_add_tolerance(json_t *row, const struct bench_row *r) {
+  if (!row || r->check != BENCH_CHECK_TOLERANCE) return row;
+  /* An error beyond any bound (NaN, infinity) has no JSON number: null. */
+  json_t *ratio = isfinite(r->error_to_bound) ? json_real(r->error_to_bound) : json_null();
+  if (json_object_set_new(row, "agrees", json_boolean(r->agrees)) != 0 ||
+      json_object_set_new(row, "error_to_bound", ratio) != 0) {
+    json_decref(row);
+    return NULL;
+  }
+  return row;
+}
+
 static json_t *json_row(const struct bench_row *r) {
   char shape[48];
   format_shape(r, shape, sizeof shape);
-  return json_pack("{s:s, s:s, s:I, s:I, s:i, s:s, s:f, s:f, s:f, s:I, s:b}", "mode", r->mode,
-                   "shape", shape, "rows", (json_int_t)r->rows, "n", (json_int_t)r->n, "threads",
-                   r->threads, "cache", r->cache, "median_ms", r->median_ms, "min_ms", r->min_ms,
-                   "gbps", r->gbps, "weight_bytes", (json_int_t)r->weight_bytes, "exact", r->exact);
+  uint64_t bytes_read = r->bytes_read ? r->bytes_read : r->weight_bytes;
+  json_t *row = json_pack(
+      "{s:s, s:s, s:I, s:I, s:i, s:s, s:f, s:f, s:f, s:I, s:I, s:s, s:b}", "mode", r->mode, "shape",
+      shape, "rows", (json_int_t)r->rows, "n", (json_int_t)r->n, "threads", r->threads, "cache",
+      r->cache, "median_ms", r->median_ms, "min_ms", r->min_ms, "gbps", r->gbps, "weight_bytes",
+      (json_int_t)r->weight_bytes, "bytes_read", (json_int_t)bytes_read, "check",
+      r->check == BENCH_CHECK_EXACT ? "exact" : "tolerance", "exact", r->exact);
+  return json_add_tolerance(row, r);
 }
 
 static json_t *json_report(const struct bench_report *rep) {
@@ -104,12 +156,14 @@ static json_t *json_report(const struct bench_report *rep) {
   if (!results) return NULL;
   char date[32];
   format_time(rep->started, true, date, sizeof date);
-  /* "o" hands results over to the object, even when json_pack fails. */
-  return json_pack("{s:i, s:s, s:s, s:s, s:s, s:s, s:i, s:I, s:I, s:o}", "schema", 1,
+  /* "o" hands results and device over to the object, even when json_pack
+   * fails; device is null when no device mode ran. */
+  json_t *device = rep->device[0] ? json_string(rep->device) : json_null();
+  return json_pack("{s:i, s:s, s:s, s:s, s:o, s:s, s:s, s:i, s:I, s:I, s:o}", "schema", 1,
                    "bankml_cl_version", bml_version_string(), "date", date, "mode", rep->modes,
-                   "cpu_path", rep->cpu_path, "cache_flush", rep->flush, "threads_available",
-                   rep->threads_available, "runs", (json_int_t)rep->runs, "warmup",
-                   (json_int_t)rep->warmup, "results", results);
+                   "device", device, "cpu_path", rep->cpu_path, "cache_flush", rep->flush,
+                   "threads_available", rep->threads_available, "runs", (json_int_t)rep->runs,
+                   "warmup", (json_int_t)rep->warmup, "results", results);
 }
 
 int bench_render_json(const struct bench_report *rep, FILE *f) {

@@ -1,0 +1,597 @@
+/* bench_clblast.c -- `bankml-cl bench --clblast`: the same products, dequantized, in CLBlast. */
+#define _POSIX_C_SOURCE 200809L
+#define CL_TARGET_OPENCL_VERSION 120
+#define CL_USE_DEPRECATED_OPENCL_1_2_APIS
+
+#include <CL/cl.h>
+#include <clblast_c.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bankml-cl.h"
+#include "bench.h"
+
+const char bench_clblast_help[] = "CLBlast's SGEMV and HGEMV on a device: the baseline (below)";
+
+#define PREFIX "bankml-cl bench --clblast: "
+#define UPLOAD_CHUNK ((size_t)8 << 20) /* bytes of matrix dequantized per write */
+#define HALF_ONE 0x3c00u
+
+/* ---- errors ---------------------------------------------------------------- */
+
+/* CLBlast's own status codes; the rest are OpenCL's, which bml_err_name knows. */
+static const struct {
+  int code;
+  const char *name;
+} clblast_status[] = {
+    {CLBlastNotImplemented, "CLBlastNotImplemented"},
+    {CLBlastInvalidMatrixA, "CLBlastInvalidMatrixA"},
+    {CLBlastInvalidVectorX, "CLBlastInvalidVectorX"},
+    {CLBlastInvalidVectorY, "CLBlastInvalidVectorY"},
+    {CLBlastInvalidDimension, "CLBlastInvalidDimension"},
+    {CLBlastInvalidLeadDimA, "CLBlastInvalidLeadDimA"},
+    {CLBlastInvalidIncrementX, "CLBlastInvalidIncrementX"},
+    {CLBlastInvalidIncrementY, "CLBlastInvalidIncrementY"},
+    {CLBlastInsufficientMemoryA, "CLBlastInsufficientMemoryA"},
+    {CLBlastInsufficientMemoryX, "CLBlastInsufficientMemoryX"},
+    {CLBlastInsufficientMemoryY, "CLBlastInsufficientMemoryY"},
+    {CLBlastInvalidLocalMemUsage, "CLBlastInvalidLocalMemUsage"},
+    {CLBlastNoHalfPrecision, "CLBlastNoHalfPrecision"},
+    {CLBlastDatabaseError, "CLBlastDatabaseError"},
+    {CLBlastUnknownError, "CLBlastUnknownError"},
+    {CLBlastUnexpectedError, "CLBlastUnexpectedError"},
+};
+
+static const char *status_name(int code) {
+  for (size_t i = 0; i < sizeof clblast_status / sizeof clblast_status[0]; i++)
+    if (clblast_status[i].code == code) return clblast_status[i].name;
+  return bml_err_name(code); /* OpenCL's codes, which CLBlast passes through */
+}
+
+/* Says that call failed with code, as "CALL: NAME (code) at FILE:LINE";
+ * returns code. */
+static int failed(const char *call, int code, const char *file, int line) {
+  const char *base = strrchr(file, '/');
+  fprintf(stderr, PREFIX "%s: %s (%d) at %s:%d\n", call, status_name(code), code,
+          base ? base + 1 : file, line);
+  return code;
+}
+
+/* Every OpenCL and CLBlast status goes through these: a nonzero one is
+ * reported by name, stored in rc, and the function goes to its fail label. */
+#define CHECK(rc, call, status)                                                                    \
+  do {                                                                                             \
+    int check_status_ = (int)(status);                                                             \
+    if (check_status_ != 0) {                                                                      \
+      (rc) = failed((call), check_status_, __FILE__, __LINE__);                                    \
+      goto fail;                                                                                   \
+    }                                                                                              \
+  } while (0)
+#define TRY(rc, fn, args) CHECK(rc, #fn, fn args)
+
+static void note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void note(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fputs(PREFIX, stderr);
+  vfprintf(stderr, fmt, ap);
+  fputc('\n', stderr);
+  va_end(ap);
+}
+
+/* ---- half precision -------------------------------------------------------- */
+
+static float half_to_float(uint16_t h) {
+  unsigned exponent = (h >> 10) & 0x1f, mantissa = h & 0x3ff;
+  float v = exponent == 0    ? ldexpf((float)mantissa, -24)
+            : exponent == 31 ? (mantissa ? NAN : INFINITY)
+                             : ldexpf((float)(mantissa | 0x400), (int)exponent - 25);
+  return h & 0x8000 ? -v : v;
+}
+
+/* x rounded to the nearest binary16, ties to even (finite x only: the
+ * activations are at most 127 times a half scale). */
+static uint16_t float_to_half(float x) {
+  uint16_t sign = signbit(x) ? 0x8000 : 0;
+  float a = fabsf(x);
+  if (a < 0x1p-14f) return sign | (uint16_t)nearbyintf(a * 0x1p24f); /* subnormal, or 2^-14 */
+  int e;
+  float m = frexpf(a, &e) * 2048.0f; /* 1024 <= m < 2048: 11 significant bits */
+  long q = lrintf(m);
+  if (q == 2048) q = 1024, e++;
+  if (e + 14 > 30) return sign | 0x7c00; /* beyond 65504: infinity */
+  return sign | (uint16_t)((e + 14) << 10 | (q - 1024));
+}
+
+/* ---- the two precisions ---------------------------------------------------- */
+
+/* One product on the device: y = A x, A row-major rows x n. */
+struct gemv {
+  size_t rows, n;
+  cl_command_queue queue;
+  cl_mem a, x, y;
+};
+
+/* One precision CLBlast computes in. */
+struct precision {
+  const char *mode; /* the rows' mode */
+  const char *gemv_name;
+  size_t size; /* bytes per element */
+  bool needs_fp16;
+  /* Writes the 128 weights of b; its scale is a half, so both are exact. */
+  void (*weights)(const bml_block_q1_0 *b, void *out);
+  /* Stores x as element i of out; returns the value stored. */
+  double (*activation)(float x, void *out, size_t i);
+  double (*element)(const void *y, size_t i);
+  /* The largest error a correct result of row r may have, given the sum of
+   * |a_j x_j| and of (a_j x_j)^2 over the row. */
+  double (*bound)(size_t n, double abs_sum, double sq_sum);
+  int (*gemv)(const struct gemv *g, cl_event *ev);
+  const void *sentinel; /* written over y before each run: finite, so 0*y is 0 */
+};
+
+static void weights_f32(const bml_block_q1_0 *b, void *out) {
+  float d = half_to_float(b->d), *o = out;
+  for (int j = 0; j < BML_Q1_0_BLOCK; j++) o[j] = b->qs[j / 8] >> (j % 8) & 1 ? d : -d;
+}
+
+static void weights_f16(const bml_block_q1_0 *b, void *out) {
+  uint16_t *o = out;
+  for (int j = 0; j < BML_Q1_0_BLOCK; j++)
+    o[j] = b->qs[j / 8] >> (j % 8) & 1 ? b->d : (uint16_t)(b->d ^ 0x8000);
+}
+
+static double activation_f32(float x, void *out, size_t i) {
+  ((float *)out)[i] = x;
+  return x;
+}
+
+static double activation_f16(float x, void *out, size_t i) {
+  uint16_t h = float_to_half(x);
+  ((uint16_t *)out)[i] = h;
+  return half_to_float(h);
+}
+
+static double element_f32(const void *y, size_t i) { return ((const float *)y)[i]; }
+static double element_f16(const void *y, size_t i) {
+  return half_to_float(((const uint16_t *)y)[i]);
+}
+
+/* F32: the worst case of an n-term float dot product summed in any order,
+ * gamma_n = n u / (1 - n u) times the sum of |a_j x_j| (Higham, Accuracy
+ * and Stability, 3.1).  A correct GEMV cannot exceed it. */
+static double bound_f32(size_t n, double abs_sum, double sq_sum) {
+  (void)sq_sum;
+  double nu = (double)n * 0x1p-24;
+  return nu < 1 ? nu / (1 - nu) * abs_sum : INFINITY;
+}
+
+/* F16: the worst case, n 2^-11 sum |t|, exceeds the result itself from
+ * n = 2048 on, so the bound is statistical: 2^-6 sqrt(n) |t|_2.  The
+ * rounding error of a sequential half sum of these random terms is near
+ * 2^-11 sqrt(n / 10) |t|_2 (rms), with a heavy tail: in a simulation of
+ * 20000 rows per shape, n from 128 to 12288, the worst row used 14 % of the
+ * bound; any other order of summation erred less. */
+static double bound_f16(size_t n, double abs_sum, double sq_sum) {
+  (void)abs_sum;
+  return 0x1p-6 * sqrt((double)n) * sqrt(sq_sum);
+}
+
+static int sgemv(const struct gemv *g, cl_event *ev) {
+  cl_command_queue q = g->queue;
+  return CLBlastSgemv(CLBlastLayoutRowMajor, CLBlastTransposeNo, g->rows, g->n, 1.0f, g->a, 0, g->n,
+                      g->x, 0, 1, 0.0f, g->y, 0, 1, &q, ev);
+}
+
+static int hgemv(const struct gemv *g, cl_event *ev) {
+  cl_command_queue q = g->queue;
+  return CLBlastHgemv(CLBlastLayoutRowMajor, CLBlastTransposeNo, g->rows, g->n, HALF_ONE, g->a, 0,
+                      g->n, g->x, 0, 1, 0, g->y, 0, 1, &q, ev);
+}
+
+static const float sentinel_f32 = 1e30f;
+static const uint16_t sentinel_f16 = 0x7bff; /* 65504 */
+
+static const struct precision precisions[] = {
+    {"clblast-f32", "CLBlastSgemv", sizeof(float), false, weights_f32, activation_f32, element_f32,
+     bound_f32, sgemv, &sentinel_f32},
+    {"clblast-f16", "CLBlastHgemv", sizeof(uint16_t), true, weights_f16, activation_f16,
+     element_f16, bound_f16, hgemv, &sentinel_f16},
+};
+
+/* ---- the device ------------------------------------------------------------ */
+
+/* The device and what lives on it for the whole mode. */
+struct session {
+  const struct bench_config *cfg;
+  const bml_device *dev;
+  cl_context ctx;
+  cl_command_queue queue;
+  bool fp16;
+  double *ms; /* cfg->runs timings */
+};
+
+/* Whether the space-separated list holds the word. */
+static bool has_word(const char *list, const char *word) {
+  size_t len = strlen(word);
+  for (const char *p = list; (p = strstr(p, word)) != NULL; p += len)
+    if ((p == list || p[-1] == ' ') && (p[len] == '\0' || p[len] == ' ')) return true;
+  return false;
+}
+
+static int query_fp16(struct session *s) {
+  cl_device_id id = s->dev->cl_device;
+  size_t size = 0;
+  char *ext = NULL;
+  int rc = 0;
+  TRY(rc, clGetDeviceInfo, (id, CL_DEVICE_EXTENSIONS, 0, NULL, &size));
+  if (!(ext = malloc(size + 1))) return BML_ENOMEM;
+  TRY(rc, clGetDeviceInfo, (id, CL_DEVICE_EXTENSIONS, size, ext, NULL));
+  ext[size] = '\0';
+  s->fp16 = has_word(ext, "cl_khr_fp16");
+fail:
+  free(ext);
+  return rc;
+}
+
+static void session_close(struct session *s) {
+  if (s->ctx) {
+    /* CLBlast keeps its compiled programs, and with them the context. */
+    CLBlastStatusCode st = CLBlastClearCache();
+    if (st != CLBlastSuccess) failed("CLBlastClearCache", st, __FILE__, __LINE__);
+  }
+  if (s->queue) clReleaseCommandQueue(s->queue);
+  if (s->ctx) clReleaseContext(s->ctx);
+  free(s->ms);
+  s->queue = NULL;
+  s->ctx = NULL;
+  s->ms = NULL;
+}
+
+static int session_open(struct session *s) {
+  cl_device_id id = s->dev->cl_device;
+  cl_context_properties props[] = {CL_CONTEXT_PLATFORM, (cl_context_properties)s->dev->cl_platform,
+                                   0};
+  cl_int err = CL_SUCCESS;
+  int rc = 0;
+  s->ctx = clCreateContext(props, 1, &id, NULL, NULL, &err);
+  CHECK(rc, "clCreateContext", err);
+  s->queue = clCreateCommandQueue(s->ctx, id, 0, &err);
+  CHECK(rc, "clCreateCommandQueue", err);
+  if ((rc = query_fp16(s)) != 0) goto fail;
+  if (!(s->ms = malloc((size_t)s->cfg->runs * sizeof *s->ms))) {
+    rc = BML_ENOMEM;
+    goto fail;
+  }
+  return 0;
+fail:
+  session_close(s);
+  return rc;
+}
+
+/* The first selected device of the listing (BANKML_GPU's choice, else every
+ * usable one), or NULL. */
+static const bml_device *first_selected(const bml_devices *list) {
+  for (size_t i = 0; i < bml_devices_count(list); i++) {
+    const bml_device *d = bml_devices_get(list, i);
+    if (d->selected) return d;
+  }
+  return NULL;
+}
+
+/* ---- one shape ------------------------------------------------------------- */
+
+/* One shape's Q1_0 operands, from the generator every mode shares. */
+struct operands {
+  size_t rows, n;
+  bml_block_q1_0 *w;
+  bml_block_q8_0 *a;
+};
+
+static void operands_free(struct operands *o) {
+  free(o->w);
+  free(o->a);
+  o->w = NULL;
+  o->a = NULL;
+}
+
+static int operands_init(struct operands *o, const struct bench_shape *shape) {
+  o->rows = shape->rows;
+  o->n = shape->n;
+  o->w = malloc(o->rows * (o->n / BML_Q1_0_BLOCK) * sizeof *o->w);
+  o->a = malloc(o->n / BML_Q8_0_BLOCK * sizeof *o->a);
+  int rc = o->w && o->a ? bench_random_operands(o->rows, o->n, o->w, o->a) : BML_ENOMEM;
+  if (rc != 0) {
+    note("%zux%zu: %s", o->rows, o->n, bml_strerror(rc));
+    operands_free(o);
+  }
+  return rc;
+}
+
+/* Whether the device can hold the shape in this precision; says why not. */
+static bool fits(const struct session *s, const struct bench_shape *o, const struct precision *p) {
+  const bml_device *d = s->dev;
+  double mb = 1e6;
+  if (o->rows > SIZE_MAX / o->n / p->size) {
+    note("%zux%zu: skipped for %s: too large for this machine's address space", o->rows, o->n,
+         p->mode);
+    return false;
+  }
+  uint64_t a = (uint64_t)o->rows * o->n * p->size, all = a + (o->rows + o->n) * p->size;
+  if (a > d->max_alloc_bytes || all > d->global_mem_bytes) {
+    note("%zux%zu: skipped for %s: the matrix takes %.1f MB; %s allows %.1f MB in one buffer "
+         "(CL_DEVICE_MAX_MEM_ALLOC_SIZE), %.1f MB in all",
+         o->rows, o->n, p->mode, (double)a / mb, d->name, (double)d->max_alloc_bytes / mb,
+         (double)d->global_mem_bytes / mb);
+    return false;
+  }
+  return true;
+}
+
+/* What the check compares with: each row's product in double from the same
+ * dequantized values, and how far a correct result may be from it. */
+struct reference {
+  double *want, *bound;
+};
+
+static void reference_free(struct reference *r) {
+  free(r->want);
+  free(r->bound);
+  r->want = r->bound = NULL;
+}
+
+/* Row r: sum of +-d x_j over its blocks, with |t| and t^2 sums for the bound;
+ * xs[3b..3b+2] are block b's sums of x, |x| and x^2. */
+static void reference_row(const struct operands *o, const struct precision *p, const double *x,
+                          const double *xs, size_t r, struct reference *ref) {
+  size_t nb = o->n / BML_Q1_0_BLOCK;
+  double want = 0, abs_sum = 0, sq_sum = 0;
+  for (size_t b = 0; b < nb; b++) {
+    const bml_block_q1_0 *blk = &o->w[r * nb + b];
+    double d = half_to_float(blk->d), set = 0;
+    for (int j = 0; j < BML_Q1_0_BLOCK; j++)
+      if (blk->qs[j / 8] >> (j % 8) & 1) set += x[b * BML_Q1_0_BLOCK + (size_t)j];
+    want += d * (2 * set - xs[3 * b]);
+    abs_sum += fabs(d) * xs[3 * b + 1];
+    sq_sum += d * d * xs[3 * b + 2];
+  }
+  ref->want[r] = want;
+  ref->bound[r] = p->bound(o->n, abs_sum, sq_sum);
+}
+
+/* The activation in p's format into xdev (n elements), and the reference. */
+static int reference_init(struct reference *ref, const struct operands *o,
+                          const struct precision *p, void *xdev) {
+  size_t nb = o->n / BML_Q1_0_BLOCK;
+  double *x = malloc(o->n * sizeof *x), *xs = calloc(3 * nb, sizeof *xs);
+  ref->want = malloc(o->rows * sizeof *ref->want);
+  ref->bound = malloc(o->rows * sizeof *ref->bound);
+  int rc = x && xs && ref->want && ref->bound ? 0 : BML_ENOMEM;
+  for (size_t j = 0; rc == 0 && j < o->n; j++) {
+    const bml_block_q8_0 *blk = &o->a[j / BML_Q8_0_BLOCK];
+    x[j] = p->activation(half_to_float(blk->d) * blk->qs[j % BML_Q8_0_BLOCK], xdev, j);
+    double *s = &xs[3 * (j / BML_Q1_0_BLOCK)];
+    s[0] += x[j];
+    s[1] += fabs(x[j]);
+    s[2] += x[j] * x[j];
+  }
+  for (size_t r = 0; rc == 0 && r < o->rows; r++) reference_row(o, p, x, xs, r, ref);
+  if (rc != 0) reference_free(ref);
+  free(x);
+  free(xs);
+  return rc;
+}
+
+/* The worst |got - want| / bound over y (rows elements); infinity for a
+ * result that is not a finite number. */
+static double error_to_bound(const struct precision *p, const struct reference *ref, const void *y,
+                             size_t rows) {
+  double worst = 0;
+  for (size_t r = 0; r < rows; r++) {
+    double got = p->element(y, r), err = fabs(got - ref->want[r]);
+    double ratio = !isfinite(got)      ? INFINITY
+                   : ref->bound[r] > 0 ? err / ref->bound[r]
+                   : err == 0          ? 0
+                                       : INFINITY;
+    if (ratio > worst) worst = ratio;
+  }
+  return worst;
+}
+
+/* ---- the device buffers and the timing ------------------------------------- */
+
+static void gemv_release(struct gemv *g) {
+  if (g->y) clReleaseMemObject(g->y);
+  if (g->x) clReleaseMemObject(g->x);
+  if (g->a) clReleaseMemObject(g->a);
+  g->a = g->x = g->y = NULL;
+}
+
+static int gemv_create(struct gemv *g, const struct session *s, size_t elem) {
+  cl_int err = CL_SUCCESS;
+  int rc = 0;
+  g->queue = s->queue;
+  g->a = clCreateBuffer(s->ctx, CL_MEM_READ_ONLY, g->rows * g->n * elem, NULL, &err);
+  CHECK(rc, "clCreateBuffer", err);
+  g->x = clCreateBuffer(s->ctx, CL_MEM_READ_ONLY, g->n * elem, NULL, &err);
+  CHECK(rc, "clCreateBuffer", err);
+  g->y = clCreateBuffer(s->ctx, CL_MEM_READ_WRITE, g->rows * elem, NULL, &err);
+  CHECK(rc, "clCreateBuffer", err);
+  return 0;
+fail:
+  gemv_release(g);
+  return rc;
+}
+
+/* Dequantizes the weights in chunks of rows and writes them into g->a. */
+static int upload_matrix(const struct gemv *g, const struct operands *o,
+                         const struct precision *p) {
+  size_t row_bytes = o->n * p->size, nb = o->n / BML_Q1_0_BLOCK;
+  size_t chunk = UPLOAD_CHUNK / row_bytes ? UPLOAD_CHUNK / row_bytes : 1;
+  unsigned char *buf = malloc((chunk < o->rows ? chunk : o->rows) * row_bytes);
+  int rc = buf ? 0 : BML_ENOMEM;
+  for (size_t r0 = 0; rc == 0 && r0 < o->rows; r0 += chunk) {
+    size_t count = o->rows - r0 < chunk ? o->rows - r0 : chunk;
+    for (size_t i = 0; i < count * nb; i++)
+      p->weights(&o->w[r0 * nb + i], buf + i * BML_Q1_0_BLOCK * p->size);
+    TRY(rc, clEnqueueWriteBuffer,
+        (g->queue, g->a, CL_TRUE, r0 * row_bytes, count * row_bytes, buf, 0, NULL, NULL));
+  }
+fail:
+  free(buf);
+  return rc;
+}
+
+/* One product, timed from the enqueue to the end of clFinish; y is first
+ * overwritten so that a product that writes nothing cannot pass. */
+static int run_once(const struct gemv *g, const struct precision *p, double *ms) {
+  cl_event ev = NULL;
+  int rc = 0;
+  TRY(rc, clEnqueueFillBuffer,
+      (g->queue, g->y, p->sentinel, p->size, 0, g->rows * p->size, 0, NULL, NULL));
+  TRY(rc, clFinish, (g->queue));
+  double t0 = bench_now_ms();
+  CHECK(rc, p->gemv_name, p->gemv(g, &ev));
+  TRY(rc, clFinish, (g->queue));
+  *ms = bench_now_ms() - t0;
+fail:
+  if (ev) clReleaseEvent(ev);
+  return rc;
+}
+
+/* A timed run, then its result read back and checked; worst is raised to
+ * its error_to_bound. */
+static int checked_run(const struct gemv *g, const struct precision *p, const struct reference *ref,
+                       void *y, double *ms, double *worst) {
+  int rc = run_once(g, p, ms);
+  if (rc != 0) return rc;
+  TRY(rc, clEnqueueReadBuffer, (g->queue, g->y, CL_TRUE, 0, g->rows * p->size, y, 0, NULL, NULL));
+  double e = error_to_bound(p, ref, y, g->rows);
+  if (e > *worst) *worst = e;
+fail:
+  return rc;
+}
+
+/* The warm-up (at least one run: CLBlast builds its kernels on the first
+ * call, which is never timed), then cfg->runs checked runs, into row. */
+static int measure(const struct session *s, const struct gemv *g, const struct precision *p,
+                   const struct reference *ref, struct bench_row *row) {
+  void *y = malloc(g->rows * p->size);
+  int rc = y ? 0 : BML_ENOMEM;
+  double ignored, worst = 0;
+  long warmup = s->cfg->warmup > 0 ? s->cfg->warmup : 1;
+  for (long i = 0; rc == 0 && i < warmup; i++) rc = run_once(g, p, &ignored);
+  for (long i = 0; rc == 0 && i < s->cfg->runs; i++)
+    rc = checked_run(g, p, ref, y, &s->ms[i], &worst);
+  free(y);
+  if (rc != 0) return rc;
+  row->agrees = worst <= 1;
+  row->error_to_bound = worst;
+  bench_summarize(s->ms, s->cfg->runs, row);
+  return 0;
+}
+
+/* The matrix and the activation (x, in p's format) into g's buffers. */
+static int upload(const struct gemv *g, const struct operands *o, const struct precision *p,
+                  const void *x) {
+  int rc = upload_matrix(g, o, p);
+  if (rc != 0) return rc;
+  TRY(rc, clEnqueueWriteBuffer, (g->queue, g->x, CL_TRUE, 0, o->n * p->size, x, 0, NULL, NULL));
+fail:
+  return rc;
+}
+
+static int add_row(const struct bench_config *cfg, const struct bench_row *row,
+                   struct bench_report *rep) {
+  bench_progress(cfg, "%zux%zu, %s: median %.4f ms, min %.4f ms, %.2f GB/s, %s (%.3g of bound)",
+                 row->rows, row->n, row->mode, row->median_ms, row->min_ms, row->gbps,
+                 row->agrees ? "agrees" : "DISAGREES", row->error_to_bound);
+  return bench_report_add(rep, row);
+}
+
+/* One shape in one precision: reference, buffers, upload, timing, a row. */
+static int bench_precision(const struct session *s, const struct operands *o,
+                           const struct precision *p, struct bench_report *rep) {
+  struct gemv g = {.rows = o->rows, .n = o->n};
+  struct reference ref = {NULL, NULL};
+  struct bench_row row = {
+      .mode = p->mode,
+      .rows = o->rows,
+      .n = o->n,
+      .threads = 0, /* the device computes; no CPU threads */
+      .cache = "warm",
+      .weight_bytes = (uint64_t)o->rows * (o->n / BML_Q1_0_BLOCK) * sizeof(bml_block_q1_0),
+      .bytes_read = (uint64_t)o->rows * o->n * p->size,
+      .check = BENCH_CHECK_TOLERANCE,
+  };
+  void *x = malloc(o->n * p->size);
+  int rc = x ? reference_init(&ref, o, p, x) : BML_ENOMEM;
+  if (rc == 0) rc = gemv_create(&g, s, p->size);
+  if (rc == 0) rc = upload(&g, o, p, x);
+  if (rc == 0) rc = measure(s, &g, p, &ref, &row);
+  if (rc == 0) rc = add_row(s->cfg, &row, rep);
+  if (rc == BML_ENOMEM) note("%zux%zu, %s: %s", o->rows, o->n, p->mode, bml_strerror(rc));
+  gemv_release(&g);
+  reference_free(&ref);
+  free(x);
+  return rc;
+}
+
+/* Every precision the device has room and support for, on one shape. */
+static int bench_shape(const struct session *s, const struct bench_shape *shape,
+                       struct bench_report *rep) {
+  enum { NP = sizeof precisions / sizeof precisions[0] };
+  bool run[NP], any = false;
+  for (size_t i = 0; i < NP; i++) {
+    run[i] = (!precisions[i].needs_fp16 || s->fp16) && fits(s, shape, &precisions[i]);
+    any |= run[i];
+  }
+  struct operands o = {0, 0, NULL, NULL};
+  int rc = any ? operands_init(&o, shape) : 0;
+  for (size_t i = 0; any && rc == 0 && i < NP; i++) {
+    const struct precision *p = &precisions[i];
+    if (!run[i]) continue;
+    bench_progress(s->cfg, "%zux%zu, %s: dequantizing and uploading %.1f MB", o.rows, o.n, p->mode,
+                   (double)o.rows * (double)o.n * (double)p->size / 1e6);
+    rc = bench_precision(s, &o, p, rep);
+  }
+  if (any) operands_free(&o);
+  return rc;
+}
+
+/* ---- the mode -------------------------------------------------------------- */
+
+static int run_on(const bml_device *dev, const struct bench_config *cfg, struct bench_report *rep) {
+  struct session s = {.cfg = cfg, .dev = dev};
+  int rc = session_open(&s);
+  if (rc != 0) {
+    note("cannot set up %s: %s", dev->name, bml_strerror(rc));
+    return rc;
+  }
+  snprintf(rep->device, sizeof rep->device, "%s (%s)", dev->name, dev->platform);
+  if (!s.fp16) note("%s has no cl_khr_fp16: F16 (CLBlastHgemv) not measured", dev->name);
+  for (size_t i = 0; rc == 0 && i < cfg->nshapes; i++) rc = bench_shape(&s, &cfg->shapes[i], rep);
+  session_close(&s);
+  return rc;
+}
+
+int bench_clblast_run(const struct bench_config *cfg, struct bench_report *rep) {
+  bml_devices *list = NULL;
+  int rc = bml_devices_discover(NULL, &list);
+  if (rc != 0) {
+    if (rc != BML_EENV) note("cannot list the OpenCL devices: %s", bml_strerror(rc));
+    return rc; /* BML_EENV: the library has named the variable */
+  }
+  const bml_device *dev = first_selected(list);
+  if (dev) {
+    rc = run_on(dev, cfg, rep);
+  } else {
+    note("no usable OpenCL device is selected (see `bankml-cl devices --brief`; software devices "
+         "such as PoCL need BANKML_GPU_SOFTWARE=1)");
+    rc = BML_ENODEV;
+  }
+  bml_devices_free(list);
+  return rc;
+}

@@ -1,0 +1,70 @@
+/* bench_common.c -- what every bench mode shares: the random operands, the clock, the median. */
+#define _POSIX_C_SOURCE 200809L
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "bankml-cl.h"
+#include "bench.h"
+
+/* Marsaglia's xorshift64: the command's own data, the same on every run.
+ * Speed does not depend on the values; only their plausibility matters. */
+static uint64_t xorshift64(uint64_t *s) {
+  uint64_t x = *s;
+  x ^= x << 13;
+  x ^= x >> 7;
+  x ^= x << 17;
+  return *s = x;
+}
+
+/* A half-precision scale of either sign, 2^-7 <= |d| < 2^-2: the range of
+ * a trained layer's block scales, written as binary16 bits directly. */
+static uint16_t random_scale(uint64_t *s) {
+  uint64_t r = xorshift64(s);
+  unsigned exponent = 8 + (unsigned)(r % 5); /* biased: 2^(8-15) .. 2^(12-15) */
+  return (uint16_t)(((r >> 16) & 1) << 15 | exponent << 10 | ((r >> 20) & 0x3ff));
+}
+
+static void fill_weights(uint64_t *s, bml_block_q1_0 *w, size_t nblocks) {
+  for (size_t i = 0; i < nblocks; i++) {
+    w[i].d = random_scale(s);
+    uint64_t bits[2] = {xorshift64(s), xorshift64(s)};
+    memcpy(w[i].qs, bits, sizeof w[i].qs);
+  }
+}
+
+/* Activations as an engine makes them: random floats in [-1, 1), quantized. */
+static int fill_activation(uint64_t *s, bml_block_q8_0 *a, size_t n) {
+  float *x = malloc(n * sizeof *x);
+  if (!x) return BML_ENOMEM;
+  for (size_t i = 0; i < n; i++) x[i] = (float)((double)(xorshift64(s) >> 11) * 0x1p-52 - 1.0);
+  int rc = bml_q8_0_quantize(x, n, a);
+  free(x);
+  return rc;
+}
+
+int bench_random_operands(size_t rows, size_t n, bml_block_q1_0 *w, bml_block_q8_0 *a) {
+  uint64_t seed = 0x9e3779b97f4a7c15u ^ ((uint64_t)rows << 32) ^ (uint64_t)n;
+  fill_weights(&seed, w, rows * (n / BML_Q1_0_BLOCK));
+  return fill_activation(&seed, a, n);
+}
+
+double bench_now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static int compare_double(const void *x, const void *y) {
+  double a = *(const double *)x, b = *(const double *)y;
+  return (a > b) - (a < b);
+}
+
+void bench_summarize(double *ms, long n, struct bench_row *row) {
+  qsort(ms, (size_t)n, sizeof *ms, compare_double);
+  row->min_ms = ms[0];
+  row->median_ms = n % 2 ? ms[n / 2] : (ms[n / 2 - 1] + ms[n / 2]) / 2;
+  uint64_t bytes = row->bytes_read ? row->bytes_read : row->weight_bytes;
+  row->gbps = row->median_ms > 0 ? (double)bytes / (row->median_ms * 1e6) : 0;
+}

@@ -1,0 +1,86 @@
+/* limiter.c -- the limiter on the card's memory and time, and the per-shape card-or-CPU decision: plain logic, no OpenCL. */
+#include "limiter.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+double bml__limit_clamp(double limit) {
+  if (!(limit >= BML_LIMIT_MIN)) return BML_LIMIT_MIN; /* NaN too */
+  return limit > 1.0 ? 1.0 : limit;
+}
+
+void bml__limiter_init(bml__limiter *l, double limit, uint64_t card_mem, bool integrated) {
+  memset(l, 0, sizeof *l);
+  l->limit = bml__limit_clamp(limit);
+  l->card_mem = card_mem;
+  l->integrated = integrated;
+}
+
+bool bml__limiter_fits(const bml__limiter *l, uint64_t bytes, uint64_t mem_available) {
+  double want = (double)l->allocated + (double)bytes;
+  if (want > l->limit * (double)l->card_mem) return false;
+  /* an integrated card's buffers are host RAM: what they hold and what is free */
+  if (l->integrated && want > l->limit * ((double)l->allocated + (double)mem_available)) return false;
+  return true;
+}
+
+bool bml__limiter_resting(const bml__limiter *l, double now) { return now < l->rest_until; }
+
+void bml__limiter_dispatched(bml__limiter *l, double start, double end) {
+  double d = end > start ? end - start : 0.0;
+  l->rest_until = end + d * (1.0 - l->limit) / l->limit;
+}
+
+void bml__limiter_hold(bml__limiter *l, uint64_t bytes) { l->allocated += bytes; }
+
+void bml__limiter_drop(bml__limiter *l, uint64_t bytes) {
+  l->allocated = bytes > l->allocated ? 0 : l->allocated - bytes;
+}
+
+const char *bml__shape_state_name(bml__shape_state s) {
+  static const char *const names[] = {"warmup", "tuning", "card", "cpu"};
+  return (unsigned)s < BML_ARRAY_SIZE(names) ? names[s] : "?";
+}
+
+bool bml__shape_wants_card(const bml__shape *s) {
+  switch (s->state) {
+  case BML_SHAPE_WARMUP:
+  case BML_SHAPE_CARD: return true;
+  case BML_SHAPE_CPU: return false;
+  case BML_SHAPE_TUNING:
+    /* alternate, the card first; whichever has its six goes on alone */
+    if (s->nsplit >= BML_SHAPE_TRIALS) return false;
+    if (s->ncpu >= BML_SHAPE_TRIALS) return true;
+    return s->nsplit <= s->ncpu;
+  }
+  return false;
+}
+
+static int compare_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+double bml__median(const double *v, int n) {
+  if (n <= 0) return 0.0;
+  double sorted[BML_SHAPE_TRIALS * 4];
+  if (n > (int)BML_ARRAY_SIZE(sorted)) n = (int)BML_ARRAY_SIZE(sorted);
+  memcpy(sorted, v, (size_t)n * sizeof *v);
+  qsort(sorted, (size_t)n, sizeof *sorted, compare_double);
+  return n % 2 ? sorted[n / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0;
+}
+
+bool bml__shape_record(bml__shape *s, bool on_card, double seconds) {
+  if (s->state == BML_SHAPE_WARMUP) {
+    if (on_card) s->state = BML_SHAPE_TUNING; /* the warm-up, with its upload, is not a timing */
+    return false;
+  }
+  if (s->state != BML_SHAPE_TUNING) return false;
+  if (on_card && s->nsplit < BML_SHAPE_TRIALS)
+    s->split[s->nsplit++] = seconds;
+  else if (!on_card && s->ncpu < BML_SHAPE_TRIALS)
+    s->cpu[s->ncpu++] = seconds;
+  if (s->nsplit < BML_SHAPE_TRIALS || s->ncpu < BML_SHAPE_TRIALS) return false;
+  s->state = bml__median(s->split, s->nsplit) < bml__median(s->cpu, s->ncpu) ? BML_SHAPE_CARD : BML_SHAPE_CPU;
+  return true;
+}

@@ -1,0 +1,22 @@
+/* worker.h -- the worker's internals that the tests reach: fault injection and the limiter's state. */
+#ifndef BML_WORKER_H
+#define BML_WORKER_H
+
+#include "limiter.h"
+#include "oracle.h"
+
+/* Test hooks: faults on demand, and the kernel the worker launches. */
+typedef struct {
+  int fail_enqueues;    /* the next N enqueues fail with CL_OUT_OF_RESOURCES */
+  int fail_uploads;     /* the next N uploads fail with CL_MEM_OBJECT_ALLOCATION_FAILURE */
+  bml__kernel_id kernel; /* BML_KERNEL_MAT_VEC8 by default */
+} bml__worker_hooks;
+
+void bml__worker_set_hooks(bml_worker *w, const bml__worker_hooks *h);
+/* Pretends the card has `bytes` of memory (the limiter's test). */
+void bml__worker_set_card_mem(bml_worker *w, uint64_t bytes);
+const bml__limiter *bml__worker_limiter(const bml_worker *w);
+/* Sets the share but keeps the per-shape calibration on (set_share turns it off). */
+void bml__worker_set_share_calibrated(bml_worker *w, double share);
+
+#endif

@@ -1,0 +1,362 @@
+/* test_worker.c -- the worker on a real OpenCL device (a GPU where there is one, else PoCL): every row exact, counters, limiter, faults. */
+#include <criterion/criterion.h>
+
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "golden.h"
+#include "worker.h"
+
+static bml_pool *pool;
+
+static void setup(void) {
+  unsetenv("OCL_ICD_VENDORS");
+  unsetenv("BANKML_SYSFS_ROOT");
+  unsetenv("BANKML_GPU");
+  unsetenv("BANKML_GPU_SHARE");
+  unsetenv("BANKML_GPU_LIMIT");
+  setenv("BANKML_GPU_SOFTWARE", "1", 1);
+  bml__oracle_hooks h = {.quick = true}; /* the full oracle has its own tests */
+  bml__oracle_set_hooks(&h);
+  cr_assert_eq(bml_pool_open(2, &pool), 0);
+}
+
+static void teardown(void) {
+  bml_pool_close(pool);
+  bml__oracle_set_hooks(NULL);
+}
+
+TestSuite(worker, .init = setup, .fini = teardown, .timeout = 300);
+
+static char logged[8192];
+static void capture(void *ctx, bml_log_level level, const char *cat, const char *msg) {
+  (void)ctx, (void)level, (void)cat;
+  strncat(logged, msg, sizeof logged - strlen(logged) - 2);
+  strcat(logged, "\n");
+}
+
+/* A worker with share `share` (a string for BANKML_GPU_SHARE), or a skip
+ * when there is no OpenCL device at all. */
+static bml_worker *open_worker(const char *share) {
+  if (share) setenv("BANKML_GPU_SHARE", share, 1);
+  bml_worker *w = NULL;
+  logged[0] = '\0';
+  bml_log_set_sink(capture, NULL);
+  int rc = bml_worker_open(pool, &w);
+  bml_log_set_sink(NULL, NULL);
+  cr_assert_eq(rc, 0, "open: %s", bml_strerror(rc));
+  if (!w) cr_skip_test("no OpenCL device for a worker here (%s)", logged);
+  return w;
+}
+
+typedef struct {
+  size_t rows, n;
+  bml_block_q1_0 *w;
+  bml_block_q8_0 *a;
+  float *want, *got;
+} matrix;
+
+static matrix make(size_t rows, size_t n, uint64_t seed, bool layer) {
+  matrix m = {rows, n, malloc(rows * (n / 128) * sizeof(bml_block_q1_0)), malloc(n / 32 * sizeof(bml_block_q8_0)),
+              malloc(rows * sizeof(float)), malloc(rows * sizeof(float))};
+  cr_assert(m.w && m.a && m.want && m.got);
+  bml__gen_q1_0(&seed, m.w, rows, n, layer);
+  cr_assert_eq(bml__gen_q8_0(&seed, m.a, n, layer), 0);
+  cr_assert_eq(bml_q1_0_mat_vec(m.w, rows, n, m.a, m.want), 0);
+  return m;
+}
+
+static void unmake(matrix *m) {
+  free(m->w), free(m->a), free(m->want), free(m->got);
+}
+
+static void expect_exact(bml_worker *w, matrix *m, const char *name) {
+  memset(m->got, 0xff, m->rows * sizeof(float));
+  int rc = bml_worker_mat_vec(w, name, m->w, m->rows, m->n, m->a, m->got);
+  cr_assert_eq(rc, 0, "%s: %s", name, bml_strerror(rc));
+  long r = bml__first_difference(m->want, m->got, m->rows);
+  cr_assert(r < 0, "%s %zux%zu: row %ld differs (cpu 0x%08x, worker 0x%08x)", name, m->rows, m->n, r,
+            r < 0 ? 0 : bml__float_bits(m->want[r]), r < 0 ? 0 : bml__float_bits(m->got[r]));
+}
+
+static json_t *status(bml_worker *w) {
+  char *text = NULL;
+  cr_assert_eq(bml_worker_status_json(w, &text), 0);
+  json_error_t e;
+  json_t *j = json_loads(text, 0, &e);
+  cr_assert_not_null(j, "status is not JSON: %s", text);
+  free(text);
+  return j;
+}
+
+static long long field(json_t *j, const char *name) {
+  json_t *v = json_object_get(j, name);
+  cr_assert(json_is_integer(v), "status has no integer %s", name);
+  return json_integer_value(v);
+}
+
+static const char *const product_counters[] = {"products_on_card", "products_on_cpu_resting", "products_on_cpu_memory",
+                                               "products_on_cpu_error", "products_on_cpu_decided", "products_on_cpu_share"};
+
+static long long total_products(json_t *j) {
+  long long sum = 0;
+  for (size_t i = 0; i < BML_ARRAY_SIZE(product_counters); i++) sum += field(j, product_counters[i]);
+  return sum;
+}
+
+static void shares_give_cpu_bits(const char *share) {
+  bml_worker *w = open_worker(share);
+  static const size_t shapes[][2] = {{1, 128}, {67, 2688}, {301, 5120}, {1000, 1024}, {33, 4096}, {4096, 4096}};
+  int products = 0;
+  for (size_t s = 0; s < BML_ARRAY_SIZE(shapes); s++)
+    for (int layer = 0; layer < 2; layer++) {
+      matrix m = make(shapes[s][0], shapes[s][1], 100 + s * 2 + (unsigned)layer, layer);
+      char name[32];
+      snprintf(name, sizeof name, "m%zu.%d", s, layer);
+      for (int rep = 0; rep < 3; rep++, products++) expect_exact(w, &m, name);
+      unmake(&m);
+    }
+  json_t *j = status(w);
+  cr_expect_eq(total_products(j), products, "status counters do not add up to %d products", products);
+  double want = strtod(share, NULL);
+  cr_expect_float_eq(json_real_value(json_object_get(j, "share")), want > 0.95 ? 0.95 : want, 1e-12);
+  if (want >= 0.3) cr_expect(field(j, "products_on_card") > 0, "the card took no product at share %s", share);
+  if (want == 0.0) cr_expect_eq(field(j, "products_on_card"), 0);
+  json_decref(j);
+  bml_worker_close(w);
+}
+
+Test(worker, share_zero_gives_the_cpu_bits) { shares_give_cpu_bits("0.0"); }
+Test(worker, share_three_tenths_gives_the_cpu_bits) { shares_give_cpu_bits("0.3"); }
+Test(worker, share_0_95_gives_the_cpu_bits) { shares_give_cpu_bits("0.95"); }
+Test(worker, share_above_range_is_clamped_to_0_95) { shares_give_cpu_bits("5"); }
+
+Test(worker, calibrated_share_gives_the_cpu_bits_or_says_why_not) {
+  bml_worker *w = NULL;
+  logged[0] = '\0';
+  bml_log_set_sink(capture, NULL);
+  cr_assert_eq(bml_worker_open(pool, &w), 0);
+  bml_log_set_sink(NULL, NULL);
+  if (!w) {
+    cr_expect(strstr(logged, "GPU not used: ") != NULL, "no worker and no reason: %s", logged);
+    if (strstr(logged, "calibrated share")) cr_expect(strstr(logged, "below 0.02") != NULL, "%s", logged);
+    return;
+  }
+  matrix m = make(513, 2048, 7, true);
+  for (int i = 0; i < 20; i++) expect_exact(w, &m, "calibrated");
+  json_t *j = status(w);
+  double share = json_real_value(json_object_get(j, "share"));
+  cr_expect(share >= 0.02 && share <= 1.0, "share %f", share);
+  cr_expect_eq(total_products(j), 20);
+  json_decref(j);
+  unmake(&m);
+  bml_worker_close(w);
+}
+
+Test(worker, release_frees_every_card_buffer_and_products_go_on) {
+  bml_worker *w = open_worker("0.5");
+  cr_assert_eq(bml_worker_set_limit(w, 1.0), 0);
+  matrix a = make(300, 1024, 1, false), b = make(129, 4096, 2, true);
+  expect_exact(w, &a, "a");
+  expect_exact(w, &b, "b");
+  json_t *j = status(w);
+  cr_expect(field(j, "allocated_bytes") > 0);
+  json_decref(j);
+  bml_worker_release(w);
+  j = status(w);
+  cr_expect_eq(field(j, "allocated_bytes"), 0, "release left card memory held");
+  json_decref(j);
+  expect_exact(w, &a, "a");
+  expect_exact(w, &b, "b");
+  j = status(w);
+  cr_expect(field(j, "allocated_bytes") > 0, "products after release did not upload again");
+  cr_expect_eq(field(j, "products_on_card"), 4);
+  json_decref(j);
+  unmake(&a), unmake(&b);
+  bml_worker_close(w);
+}
+
+Test(worker, a_limit_too_small_for_a_matrix_sends_it_to_the_cpu) {
+  bml_worker *w = open_worker("0.9");
+  cr_assert_eq(bml_worker_set_limit(w, 0.05), 0);
+  bml__worker_set_card_mem(w, 1 << 20); /* 1 MiB: 52 KiB within the limit */
+  matrix small = make(16, 1024, 3, false), big = make(4096, 4096, 4, true);
+  expect_exact(w, &big, "big");
+  json_t *j = status(w);
+  cr_expect_eq(field(j, "products_on_cpu_memory"), 1);
+  cr_expect_eq(field(j, "products_on_card"), 0);
+  json_decref(j);
+  cr_assert_eq(bml_worker_set_limit(w, 1.0), 0);
+  expect_exact(w, &small, "small"); /* 16 rows fit */
+  j = status(w);
+  cr_expect_eq(field(j, "products_on_card"), 1);
+  cr_expect(field(j, "allocated_bytes") <= 1 << 20);
+  json_decref(j);
+  unmake(&small), unmake(&big);
+  bml_worker_close(w);
+}
+
+Test(worker, a_resting_card_sends_products_to_the_cpu) {
+  bml_worker *w = open_worker("0.5");
+  cr_assert_eq(bml_worker_set_limit(w, 0.05), 0); /* rest 19 times each dispatch */
+  matrix m = make(2048, 4096, 5, true);
+  for (int i = 0; i < 4; i++) expect_exact(w, &m, "m"); /* back to back: the card rests after the first */
+  json_t *j = status(w);
+  cr_expect_eq(field(j, "products_on_card"), 1, "card products: %lld", field(j, "products_on_card"));
+  cr_expect_eq(field(j, "products_on_cpu_resting"), 3);
+  json_decref(j);
+  unmake(&m);
+  bml_worker_close(w);
+}
+
+Test(worker, opencl_errors_give_rows_to_the_cpu_and_retire_the_card) {
+  bml_worker *w = open_worker("0.6");
+  cr_assert_eq(bml_worker_set_limit(w, 1.0), 0);
+  matrix m = make(300, 2048, 6, false);
+  expect_exact(w, &m, "m");
+  bml__worker_hooks h = {.fail_enqueues = 1, .kernel = BML_KERNEL_MAT_VEC8};
+  bml__worker_set_hooks(w, &h);
+  expect_exact(w, &m, "m");
+  json_t *j = status(w);
+  cr_expect_eq(field(j, "products_on_cpu_error"), 1);
+  cr_expect(json_is_false(json_object_get(j, "retired")));
+  json_decref(j);
+  expect_exact(w, &m, "m"); /* a good product resets the count */
+  h.fail_enqueues = 3;
+  bml__worker_set_hooks(w, &h);
+  logged[0] = '\0';
+  bml_log_set_sink(capture, NULL);
+  for (int i = 0; i < 5; i++) expect_exact(w, &m, "m");
+  bml_log_set_sink(NULL, NULL);
+  j = status(w);
+  cr_expect(json_is_true(json_object_get(j, "retired")), "three errors in a row did not retire the card");
+  cr_expect_eq(field(j, "products_on_cpu_error"), 1 + 5);
+  cr_expect_eq(field(j, "allocated_bytes"), 0, "a retired card holds no matrices");
+  cr_expect(strstr(logged, "GPU not used: ") && strstr(logged, "retired"), "%s", logged);
+  json_decref(j);
+  unmake(&m);
+  bml_worker_close(w);
+}
+
+Test(worker, an_allocation_failure_leaves_that_matrix_on_the_cpu) {
+  bml_worker *w = open_worker("0.6");
+  cr_assert_eq(bml_worker_set_limit(w, 1.0), 0);
+  bml__worker_hooks h = {.fail_uploads = 1, .kernel = BML_KERNEL_MAT_VEC8};
+  bml__worker_set_hooks(w, &h);
+  matrix a = make(200, 1024, 8, true), b = make(100, 1024, 9, true);
+  expect_exact(w, &a, "a");
+  expect_exact(w, &a, "a");
+  expect_exact(w, &b, "b");
+  json_t *j = status(w);
+  cr_expect_eq(field(j, "products_on_cpu_memory"), 2, "matrix a must stay on the CPU");
+  cr_expect_eq(field(j, "products_on_card"), 1, "matrix b goes on the card");
+  json_decref(j);
+  unmake(&a), unmake(&b);
+  bml_worker_close(w);
+}
+
+Test(worker, each_shape_is_decided_by_its_timings) {
+  bml_worker *w = open_worker("0.5");
+  cr_assert_eq(bml_worker_set_limit(w, 1.0), 0);
+  bml__worker_set_share_calibrated(w, 0.5);
+  matrix m = make(1024, 2048, 10, true);
+  json_t *j = NULL;
+  for (int i = 0; i < 40; i++) {
+    expect_exact(w, &m, "m");
+    if (j) json_decref(j);
+    j = status(w);
+    if (field(j, "shapes_tuning") == 0) break;
+  }
+  cr_expect_eq(field(j, "shapes_tuning"), 0, "the shape is still tuning");
+  cr_expect_eq(field(j, "shapes_on_card") + field(j, "shapes_on_cpu"), 1);
+  cr_expect_eq(field(j, "products_on_card"), 7, "a warm-up and six timings on the card");
+  cr_expect_eq(field(j, "products_on_cpu_decided"), 6, "six timings on the CPU alone");
+  bool on_cpu = field(j, "shapes_on_cpu") == 1;
+  json_decref(j);
+  for (int i = 0; i < 3; i++) expect_exact(w, &m, "m");
+  j = status(w);
+  const long long act_bytes = 2 * 2048 + 2048 / 32 * 4; /* the activation buffer stays */
+  if (on_cpu) {
+    cr_expect_eq(field(j, "products_on_cpu_decided"), 9);
+    cr_expect_eq(field(j, "allocated_bytes"), act_bytes, "a shape decided for the CPU must free its matrices");
+  } else
+    cr_expect_eq(field(j, "products_on_card"), 10);
+  json_decref(j);
+  unmake(&m);
+  bml_worker_close(w);
+}
+
+Test(worker, out_of_order_calls_are_refused) {
+  bml_worker *w = open_worker("0.5");
+  matrix m = make(64, 1024, 11, false);
+  size_t card_rows;
+  cr_expect_eq(bml_worker_finish(w, m.got), BML_ESTATE, "finish without begin");
+  cr_assert_eq(bml_worker_begin(w, "m", m.w, m.rows, m.n, m.a, &card_rows), 0);
+  cr_expect_eq(bml_worker_begin(w, "m", m.w, m.rows, m.n, m.a, &card_rows), BML_ESTATE, "two products in flight");
+  cr_expect_eq(bml_worker_set_share(w, 0.2), BML_ESTATE);
+  cr_assert_eq(bml_pool_q1_0_mat_vec(pool, m.w + card_rows * 8, m.rows - card_rows, m.n, m.a, m.got + card_rows), 0);
+  cr_assert_eq(bml_worker_finish(w, m.got), 0);
+  cr_expect(bml__first_difference(m.want, m.got, m.rows) < 0, "begin/finish by hand");
+  cr_expect_eq(bml_worker_begin(w, "m", m.w, m.rows, 100, m.a, &card_rows), BML_ESHAPE);
+  cr_expect_eq(bml_worker_begin(w, NULL, m.w, m.rows, m.n, m.a, &card_rows), BML_EINVAL);
+  cr_expect_eq(bml_worker_mat_vec(w, "m", m.w, m.rows, m.n, m.a, NULL), BML_EINVAL);
+  cr_expect_eq(bml_worker_set_share(w, 1.5), BML_ERANGE);
+  cr_expect_eq(bml_worker_set_limit(w, 0.01), BML_ERANGE);
+  cr_expect_eq(bml_worker_open(NULL, &w), BML_EINVAL);
+  unmake(&m);
+  bml_worker_close(w);
+  bml_worker_close(NULL);
+  bml_worker_release(NULL);
+}
+
+Test(worker, card_alone_gives_the_cpu_bits) {
+  bml_worker *w = open_worker("0.5");
+  cr_assert_eq(bml_worker_set_share(w, 1.0), 0);
+  cr_assert_eq(bml_worker_set_limit(w, 1.0), 0);
+  matrix m = make(777, 3072, 12, true);
+  expect_exact(w, &m, "alone");
+  json_t *j = status(w);
+  cr_expect_eq(field(j, "products_on_card"), 1);
+  json_decref(j);
+  unmake(&m);
+  bml_worker_close(w);
+}
+
+Test(worker, bad_environment_values_are_refused_by_name) {
+  static const char *const vars[][2] = {{"BANKML_GPU_SHARE", "half"}, {"BANKML_GPU_LIMIT", "lots"},
+                                        {"BANKML_GPU", "gpu0"}, {"BANKML_GPU_SOFTWARE", "on"}};
+  for (size_t i = 0; i < BML_ARRAY_SIZE(vars); i++) {
+    setenv(vars[i][0], vars[i][1], 1);
+    bml_worker *w = (bml_worker *)0x1;
+    logged[0] = '\0';
+    bml_log_set_sink(capture, NULL);
+    cr_expect_eq(bml_worker_open(pool, &w), BML_EENV, "%s=%s accepted", vars[i][0], vars[i][1]);
+    bml_log_set_sink(NULL, NULL);
+    cr_expect_null(w);
+    cr_expect(strstr(logged, vars[i][0]) && strstr(logged, vars[i][1]), "message does not name %s: %s", vars[i][0], logged);
+    unsetenv(vars[i][0]);
+  }
+  setenv("BANKML_GPU_SOFTWARE", "1", 1);
+}
+
+Test(worker, limit_from_the_environment_is_clamped) {
+  setenv("BANKML_GPU_LIMIT", "3", 1);
+  bml_worker *w = open_worker("0.5");
+  json_t *j = status(w);
+  cr_expect_float_eq(json_real_value(json_object_get(j, "limit")), 1.0, 1e-12);
+  json_decref(j);
+  bml_worker_close(w);
+}
+
+Test(worker, no_usable_card_is_no_worker_and_says_why) {
+  setenv("BANKML_GPU", "off", 1);
+  bml_worker *w = (bml_worker *)0x1;
+  logged[0] = '\0';
+  bml_log_set_sink(capture, NULL);
+  cr_expect_eq(bml_worker_open(pool, &w), 0);
+  bml_log_set_sink(NULL, NULL);
+  cr_expect_null(w);
+  cr_expect(strstr(logged, "GPU not used: no usable GPU") != NULL, "%s", logged);
+}
