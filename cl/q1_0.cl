@@ -6,8 +6,11 @@
  *   bits[b * rows + r]          a uint4: the 32 weight bits of each sub-block k = 0..3 of
  *                               block b of row r (bit j is element j of the sub-block, 1 = +d)
  *   d0[b * rows + r]            the block's scale as a float (converted exactly on the host)
- *   act                         the activation: n quants (int8), then their 8-bit negations
+ *   act_base + act_off          the activation: n quants (int8), then their 8-bit negations
  *                               (-(-128) = -128, done on the host), then n/32 scales as floats
+ *   out_base + out_off          the results, one float per row
+ * Several activations and results share one buffer each, so a batch of
+ * products is one copy in, one launch per product or group, one copy out.
  * Adjacent work-items read adjacent words of bits and d0.
  *
  * The arithmetic (DESIGN §1): per lane l, per block, ab = d1*s for the first
@@ -87,11 +90,13 @@ inline float bml_reduce8(const float *a) {
 
 /* One work-item per row. */
 __kernel void q1_0_mat_vec(__global const uint4 *restrict bits, __global const float *restrict d0,
-                           __global const char *restrict act, const uint rows, const uint nb,
-                           __global float *restrict out) {
+                           __global const char *restrict act_base, const uint act_off, const uint rows,
+                           const uint nb, __global float *restrict out_base, const uint out_off) {
   const uint r = get_global_id(0);
   if (r >= rows) return;
   const uint n = nb * 128u;
+  __global const char *act = act_base + act_off;
+  __global float *out = out_base + out_off;
   __global const char4 *q = (__global const char4 *)act;
   __global const char4 *nq = (__global const char4 *)(act + n);
   __global const float *d1 = (__global const float *)(act + 2u * n);
@@ -120,12 +125,14 @@ __kernel void q1_0_mat_vec(__global const uint4 *restrict bits, __global const f
  * BML_WG work-items (BML_WG / 8 rows). */
 __kernel __attribute__((reqd_work_group_size(BML_WG, 1, 1)))
 void q1_0_mat_vec8(__global const uint4 *restrict bits, __global const float *restrict d0,
-                   __global const char *restrict act, const uint rows, const uint nb,
-                   __global float *restrict out) {
+                   __global const char *restrict act_base, const uint act_off, const uint rows,
+                   const uint nb, __global float *restrict out_base, const uint out_off) {
   __local float lanes[BML_WG];
   const uint lid = get_local_id(0);
   const uint r = get_global_id(0) / 8u, l = lid % 8u;
   const uint n = nb * 128u;
+  __global const char *act = act_base + act_off;
+  __global float *out = out_base + out_off;
   __global const char4 *q = (__global const char4 *)act;
   __global const char4 *nq = (__global const char4 *)(act + n);
   __global const float *d1 = (__global const float *)(act + 2u * n);
@@ -189,11 +196,13 @@ inline void bml_tabulate(__local float *t, char4 q, char4 nq, float d) {
 
 __kernel __attribute__((reqd_work_group_size(BML_TWG, 1, 1)))
 void q1_0_mat_vec_t(__global const uint4 *restrict bits, __global const float *restrict d0,
-                    __global const char *restrict act, const uint rows, const uint nb,
-                    __global float *restrict out) {
+                    __global const char *restrict act_base, const uint act_off, const uint rows,
+                    const uint nb, __global float *restrict out_base, const uint out_off) {
   __local float tab[BML_TILE * 4 * 8 * 16];
   const uint r = get_global_id(0), lid = get_local_id(0);
   const uint n = nb * 128u;
+  __global const char *act = act_base + act_off;
+  __global float *out = out_base + out_off;
   __global const char4 *q = (__global const char4 *)act;
   __global const char4 *nq = (__global const char4 *)(act + n);
   __global const float *d1 = (__global const float *)(act + 2u * n);

@@ -301,6 +301,28 @@ BML_EXTERN int bml_worker_finish(bml_worker *w, float *out);
 BML_EXTERN int bml_worker_mat_vec(bml_worker *w, const char *name, const bml_block_q1_0 *wts,
                                   size_t rows, size_t n, const bml_block_q8_0 *act, float *out);
 
+/* One product of a batch: out[0 .. rows) = the rows x n matrix wts (known
+ * by name and pointer, as in bml_worker_begin) times act. */
+typedef struct {
+  const char *name;
+  const bml_block_q1_0 *wts;
+  size_t rows, n;
+  const bml_block_q8_0 *act;
+  float *out;
+} bml_product;
+
+/* Runs count products as one submission, in order: the card's shares of all
+ * of them are enqueued back to back, with one copy of the activations in
+ * and one of the results out; products next to each other that share one
+ * activation (the same act pointer and n: Q, K and V; gate and up) are one
+ * group, computed by one launch over their concatenated card rows; the CPU
+ * pool computes the other rows meanwhile; there is one wait.  The bits are
+ * those of count calls of bml_worker_mat_vec.  A batch uses the share (and
+ * the per-shape decisions made by single products); its products are not
+ * calibration timings.  Returns 0 or what bml_worker_mat_vec returns for
+ * the first product that is refused (then nothing was computed). */
+BML_EXTERN int bml_worker_mat_vec_batch(bml_worker *w, const bml_product *products, size_t count);
+
 /* The worker's state as one JSON object (card, limit, share, allocated_bytes,
  * heap_bytes, integrated, busy, products_on_card, products_on_cpu_resting,
  * products_on_cpu_memory, products_on_cpu_error, shapes_on_card,

@@ -53,7 +53,10 @@ int bml__env_gpu_software(bool *out); /* BANKML_GPU_SOFTWARE: 1 or 0 */
 int bml__env_golden_dir(const char **out);
 int bml__env_pci_ids(const char **out);
 int bml__env_gpu_share(double *out);  /* BANKML_GPU_SHARE, clamped to 0..0.95 */
-int bml__env_gpu_limit(double *out);  /* BANKML_GPU_LIMIT, clamped to 0.05..1 */    /* BANKML_PCI_IDS: the pci.ids libpci names devices from */ /* BANKML_GOLDEN_DIR: ggml's golden vectors */
+int bml__env_gpu_limit(double *out);  /* BANKML_GPU_LIMIT, clamped to 0.05..1 */
+/* BANKML_CACHE_DIR, XDG_CACHE_HOME, HOME (each NULL when unset): where the
+ * tuning cache goes.  Cannot fail. */
+void bml__env_cache_dirs(const char **bankml, const char **xdg, const char **home);    /* BANKML_PCI_IDS: the pci.ids libpci names devices from */ /* BANKML_GOLDEN_DIR: ggml's golden vectors */
 /* Strict parsers, shared with the command's option parsing. */
 int bml__parse_long(const char *s, long lo, long hi, long *out);
 int bml__parse_double(const char *s, double lo, double hi, double *out);

@@ -62,13 +62,21 @@ void bml__card_close(bml__card *c); /* NULL-safe */
 int bml__card_build(bml__card *c, bool emulate, const char *extra, bml__build *b, char **log);
 void bml__build_release(bml__build *b); /* NULL-safe, leaves b zeroed */
 
-/* A matrix's rows on the card, repacked (cl/q1_0.cl says how), in chunks of
- * rows that keep every buffer within CL_DEVICE_MAX_MEM_ALLOC_SIZE. */
+/* A run of rows of a caller's matrix: the first `rows` rows of w.  A card
+ * matrix is one or more of them, concatenated (a group's matrices, fused). */
 typedef struct {
-  size_t row0, rows;  /* rows of the chunk, from row0 of the card's part */
-  cl_mem bits, d0, out;
+  const bml_block_q1_0 *w;
+  size_t rows;
+} bml__rows_part;
+
+/* Rows of a card matrix held in one pair of buffers. */
+typedef struct {
+  size_t row0, rows;
+  cl_mem bits, d0;
 } bml__card_chunk;
 
+/* A matrix's rows on the card, repacked (cl/q1_0.cl says how), in chunks of
+ * rows that keep every buffer within CL_DEVICE_MAX_MEM_ALLOC_SIZE. */
 typedef struct {
   size_t rows, n;
   size_t nchunks;
@@ -76,32 +84,50 @@ typedef struct {
   size_t bytes; /* device memory held */
 } bml__card_matrix;
 
-/* Bytes a matrix of rows x n takes on the card (weights and output). */
+/* Bytes rows x n weights take on the card: 20 per 128 weights. */
 size_t bml__card_matrix_bytes(size_t rows, size_t n);
 
-/* Repacks rows x n weights (the first `rows` rows of w) and copies them to
- * the card (blocking).  Returns 0 or an error; on error nothing is held. */
-int bml__card_matrix_upload(bml__card *c, const bml_block_q1_0 *w, size_t rows, size_t n,
+/* Repacks the parts (their rows concatenated, all of n columns) and copies
+ * them to the card (blocking).  Returns 0 or an error; on error nothing is
+ * held. */
+int bml__card_matrix_upload(bml__card *c, const bml__rows_part *parts, size_t nparts, size_t n,
                             bml__card_matrix *m);
 void bml__card_matrix_free(bml__card_matrix *m); /* NULL-safe, leaves m zeroed */
 
-/* The activation buffer of a card: grown as needed, written per product. */
+/* A device buffer with its host staging, grown as needed: the activations
+ * of a batch go in one, the results come out of another. */
 typedef struct {
   cl_mem buf;
+  void *host;
   size_t size;
-  void *host; /* staging for the repack */
-} bml__card_act;
+} bml__card_buf;
 
-/* Repacks the activation (n/32 blocks) and enqueues its copy (non-blocking;
- * the host staging stays valid until the next call).  Returns 0 or an error. */
-int bml__card_act_write(bml__card *c, bml__card_act *a, const bml_block_q8_0 *act, size_t n);
-void bml__card_act_free(bml__card_act *a);
+/* Bytes one repacked activation of n takes (a multiple of 64). */
+size_t bml__card_act_bytes(size_t n);
+/* Writes the activation as the kernels read it into dst (bml__card_act_bytes(n)). */
+void bml__card_act_repack(const bml_block_q8_0 *act, size_t n, void *dst);
 
-/* Enqueues kernel k over every chunk of m, then the reads of the results
- * into out[0 .. m->rows) (non-blocking: clFinish or the returned event
- * completes them).  wg: the work-group size for q1_0_mat_vec (0: let the
- * driver choose).  Returns 0 or an OpenCL error. */
+/* Makes b hold at least `bytes` (its contents are lost when it grows).
+ * Returns 0, BML_ENOMEM or an OpenCL error. */
+int bml__card_buf_reserve(bml__card *c, bml__card_buf *b, size_t bytes);
+/* Enqueues host -> device (write) or device -> host (read) of the first
+ * `bytes`, non-blocking.  Returns 0 or an OpenCL error. */
+int bml__card_buf_write(bml__card *c, bml__card_buf *b, size_t bytes);
+int bml__card_buf_read(bml__card *c, bml__card_buf *b, size_t bytes);
+void bml__card_buf_free(bml__card_buf *b); /* NULL-safe, leaves b zeroed */
+
+/* Enqueues kernel k over every chunk of m, reading the activation at byte
+ * act_off of act and writing the results at float out_off of out
+ * (non-blocking).  wg: the work-group size of q1_0_mat_vec (0: 64).
+ * Returns 0 or an OpenCL error. */
 int bml__card_mat_vec_enqueue(bml__card *c, const bml__build *b, bml__kernel_id k, size_t wg,
-                              const bml__card_matrix *m, const bml__card_act *a, float *out);
+                              const bml__card_matrix *m, const bml__card_buf *act, size_t act_off,
+                              const bml__card_buf *out, size_t out_off);
+
+/* One product on the card alone, start to finish (blocking): for the
+ * oracle, the calibration and benchmarks. */
+int bml__card_product(bml__card *c, const bml__build *b, bml__kernel_id k, size_t wg,
+                      const bml__card_matrix *m, const bml_block_q8_0 *act, bml__card_buf *actbuf,
+                      bml__card_buf *outbuf, float *out);
 
 #endif

@@ -135,3 +135,9 @@ static int env_clamped(const char *name, double lo, double hi, double *out) {
 int bml__env_gpu_share(double *out) { return env_clamped("BANKML_GPU_SHARE", 0.0, 0.95, out); }
 
 int bml__env_gpu_limit(double *out) { return env_clamped("BANKML_GPU_LIMIT", 0.05, 1.0, out); }
+
+void bml__env_cache_dirs(const char **bankml, const char **xdg, const char **home) {
+  *bankml = env_value("BANKML_CACHE_DIR");
+  *xdg = env_value("XDG_CACHE_HOME");
+  *home = env_value("HOME");
+}

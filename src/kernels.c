@@ -4,11 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Card bytes per row: 20 per 128 weights (16 of bits, a float scale) and
- * the float result. */
-static size_t row_bytes(size_t n) { return n / BML_Q1_0_BLOCK * 20 + sizeof(float); }
-
-size_t bml__card_matrix_bytes(size_t rows, size_t n) { return rows * row_bytes(n); }
+size_t bml__card_matrix_bytes(size_t rows, size_t n) { return rows * (n / BML_Q1_0_BLOCK) * 20; }
 
 /* Rows per chunk: the bits buffer (16 bytes a block) is the largest. */
 static size_t chunk_rows(const bml__card *c, size_t n) {
@@ -18,37 +14,45 @@ static size_t chunk_rows(const bml__card *c, size_t n) {
   return rows ? rows : 1;
 }
 
-/* bits[(b*rows + r)*4 + k] and d0[b*rows + r] for rows [0, rows) of w. */
-static void repack(const bml_block_q1_0 *w, size_t rows, size_t nb, uint32_t *bits, float *d0) {
-  const float *half = bml__half_table();
-  for (size_t r = 0; r < rows; r++)
-    for (size_t b = 0; b < nb; b++) {
-      const bml_block_q1_0 *blk = &w[r * nb + b];
-      /* little-endian host and card: bit j of word k is element j of sub-block k */
-      memcpy(&bits[(b * rows + r) * 4], blk->qs, sizeof blk->qs);
-      d0[b * rows + r] = half[blk->d];
-    }
+/* The block of row r of the concatenated parts. */
+static const bml_block_q1_0 *part_row(const bml__rows_part *parts, size_t r, size_t nb) {
+  while (r >= parts->rows) r -= parts++->rows;
+  return parts->w + r * nb;
 }
 
-static cl_mem create_buffer(bml__card *c, size_t size, cl_int *rc) {
-  return clCreateBuffer(c->ctx, CL_MEM_READ_WRITE, size ? size : 4, NULL, rc);
+/* bits[(b*rows + r)*4 + k] and d0[b*rows + r] for rows [row0, row0 + rows). */
+static void repack(const bml__rows_part *parts, size_t row0, size_t rows, size_t nb, uint32_t *bits, float *d0) {
+  const float *half = bml__half_table();
+  for (size_t r = 0; r < rows; r++) {
+    const bml_block_q1_0 *row = part_row(parts, row0 + r, nb);
+    for (size_t b = 0; b < nb; b++) {
+      /* little-endian host and card: bit j of word k is element j of sub-block k */
+      memcpy(&bits[(b * rows + r) * 4], row[b].qs, sizeof row[b].qs);
+      d0[b * rows + r] = half[row[b].d];
+    }
+  }
+}
+
+static cl_mem create_buffer(bml__card *c, cl_mem_flags flags, size_t size, cl_int *rc) {
+  return clCreateBuffer(c->ctx, flags, size ? size : 4, NULL, rc);
 }
 
 /* On a card that shares host memory (integrated GPUs, PoCL), the buffers
  * are allocated by the driver in host memory and the repack writes straight
  * into them, mapped: no staging copy of the matrix. */
-static int upload_unified(bml__card *c, const bml_block_q1_0 *w, size_t nb, bml__card_chunk *ch,
+static int upload_unified(bml__card *c, const bml__rows_part *parts, size_t nb, bml__card_chunk *ch,
                           size_t bits_size, size_t d0_size) {
   cl_int rc = CL_SUCCESS;
   void *bits = NULL, *d0 = NULL;
   const cl_mem_flags flags = CL_MEM_READ_ONLY | CL_MEM_ALLOC_HOST_PTR;
-  BML_CL_TRY(BML_CAT_WORKER, rc, (ch->bits = clCreateBuffer(c->ctx, flags, bits_size, NULL, &rc), rc));
-  BML_CL_TRY(BML_CAT_WORKER, rc, (ch->d0 = clCreateBuffer(c->ctx, flags, d0_size, NULL, &rc), rc));
-  BML_CL_TRY(BML_CAT_WORKER, rc, (bits = clEnqueueMapBuffer(c->queue, ch->bits, CL_TRUE, CL_MAP_WRITE_INVALIDATE_REGION,
-                                                             0, bits_size, 0, NULL, NULL, &rc), rc));
-  BML_CL_TRY(BML_CAT_WORKER, rc, (d0 = clEnqueueMapBuffer(c->queue, ch->d0, CL_TRUE, CL_MAP_WRITE_INVALIDATE_REGION, 0,
-                                                           d0_size, 0, NULL, NULL, &rc), rc));
-  repack(w + ch->row0 * nb, ch->rows, nb, bits, d0);
+  const cl_map_flags map = CL_MAP_WRITE_INVALIDATE_REGION;
+  BML_CL_TRY(BML_CAT_WORKER, rc, (ch->bits = create_buffer(c, flags, bits_size, &rc), rc));
+  BML_CL_TRY(BML_CAT_WORKER, rc, (ch->d0 = create_buffer(c, flags, d0_size, &rc), rc));
+  BML_CL_TRY(BML_CAT_WORKER, rc,
+             (bits = clEnqueueMapBuffer(c->queue, ch->bits, CL_TRUE, map, 0, bits_size, 0, NULL, NULL, &rc), rc));
+  BML_CL_TRY(BML_CAT_WORKER, rc,
+             (d0 = clEnqueueMapBuffer(c->queue, ch->d0, CL_TRUE, map, 0, d0_size, 0, NULL, NULL, &rc), rc));
+  repack(parts, ch->row0, ch->rows, nb, bits, d0);
 fail:
   if (bits) clEnqueueUnmapMemObject(c->queue, ch->bits, bits, 0, NULL, NULL);
   if (d0) clEnqueueUnmapMemObject(c->queue, ch->d0, d0, 0, NULL, NULL);
@@ -57,7 +61,7 @@ fail:
 }
 
 /* A discrete card: repack into host memory, then one copy each. */
-static int upload_discrete(bml__card *c, const bml_block_q1_0 *w, size_t nb, bml__card_chunk *ch,
+static int upload_discrete(bml__card *c, const bml__rows_part *parts, size_t nb, bml__card_chunk *ch,
                            size_t bits_size, size_t d0_size) {
   uint32_t *bits = malloc(bits_size);
   float *d0 = malloc(d0_size);
@@ -66,9 +70,9 @@ static int upload_discrete(bml__card *c, const bml_block_q1_0 *w, size_t nb, bml
     rc = BML_ENOMEM;
     goto fail;
   }
-  repack(w + ch->row0 * nb, ch->rows, nb, bits, d0);
-  BML_CL_TRY(BML_CAT_WORKER, rc, (ch->bits = create_buffer(c, bits_size, &rc), rc));
-  BML_CL_TRY(BML_CAT_WORKER, rc, (ch->d0 = create_buffer(c, d0_size, &rc), rc));
+  repack(parts, ch->row0, ch->rows, nb, bits, d0);
+  BML_CL_TRY(BML_CAT_WORKER, rc, (ch->bits = create_buffer(c, CL_MEM_READ_ONLY, bits_size, &rc), rc));
+  BML_CL_TRY(BML_CAT_WORKER, rc, (ch->d0 = create_buffer(c, CL_MEM_READ_ONLY, d0_size, &rc), rc));
   BML_CL_TRY(BML_CAT_WORKER, rc, clEnqueueWriteBuffer(c->queue, ch->bits, CL_FALSE, 0, bits_size, bits, 0, NULL, NULL));
   BML_CL_TRY(BML_CAT_WORKER, rc, clEnqueueWriteBuffer(c->queue, ch->d0, CL_FALSE, 0, d0_size, d0, 0, NULL, NULL));
   BML_CL_TRY(BML_CAT_WORKER, rc, clFinish(c->queue));
@@ -78,17 +82,11 @@ fail:
   return rc;
 }
 
-static int upload_chunk(bml__card *c, const bml_block_q1_0 *w, size_t nb, bml__card_chunk *ch) {
-  size_t bits_size = ch->rows * nb * 16, d0_size = ch->rows * nb * sizeof(float);
-  cl_int rc = c->host_unified ? upload_unified(c, w, nb, ch, bits_size, d0_size)
-                              : upload_discrete(c, w, nb, ch, bits_size, d0_size);
-  if (rc == CL_SUCCESS) ch->out = create_buffer(c, ch->rows * sizeof(float), &rc);
-  return rc;
-}
-
-int bml__card_matrix_upload(bml__card *c, const bml_block_q1_0 *w, size_t rows, size_t n,
+int bml__card_matrix_upload(bml__card *c, const bml__rows_part *parts, size_t nparts, size_t n,
                             bml__card_matrix *m) {
   memset(m, 0, sizeof *m);
+  size_t rows = 0;
+  for (size_t i = 0; i < nparts; i++) rows += parts[i].rows;
   const size_t nb = n / BML_Q1_0_BLOCK, per = chunk_rows(c, n);
   m->rows = rows;
   m->n = n;
@@ -100,7 +98,9 @@ int bml__card_matrix_upload(bml__card *c, const bml_block_q1_0 *w, size_t rows, 
     bml__card_chunk *ch = &m->chunks[i];
     ch->row0 = i * per;
     ch->rows = rows - ch->row0 < per ? rows - ch->row0 : per;
-    rc = upload_chunk(c, w, nb, ch);
+    size_t bits_size = ch->rows * nb * 16, d0_size = ch->rows * nb * sizeof(float);
+    rc = c->host_unified ? upload_unified(c, parts, nb, ch, bits_size, d0_size)
+                         : upload_discrete(c, parts, nb, ch, bits_size, d0_size);
   }
   if (rc != 0) {
     bml__card_matrix_free(m);
@@ -113,22 +113,21 @@ int bml__card_matrix_upload(bml__card *c, const bml_block_q1_0 *w, size_t rows, 
 void bml__card_matrix_free(bml__card_matrix *m) {
   if (!m) return;
   for (size_t i = 0; m->chunks && i < m->nchunks; i++) {
-    cl_mem mems[] = {m->chunks[i].bits, m->chunks[i].d0, m->chunks[i].out};
-    for (size_t j = 0; j < BML_ARRAY_SIZE(mems); j++)
-      if (mems[j]) clReleaseMemObject(mems[j]);
+    if (m->chunks[i].bits) clReleaseMemObject(m->chunks[i].bits);
+    if (m->chunks[i].d0) clReleaseMemObject(m->chunks[i].d0);
   }
   free(m->chunks);
   memset(m, 0, sizeof *m);
 }
 
-/* The activation as the kernels read it: n quants, their 8-bit negations,
- * n/32 float scales. */
-static size_t act_bytes(size_t n) { return 2 * n + n / BML_Q8_0_BLOCK * sizeof(float); }
+/* ---- activations and results ------------------------------------------------------ */
 
-static void repack_act(const bml_block_q8_0 *a, size_t n, unsigned char *dst) {
+size_t bml__card_act_bytes(size_t n) { return (2 * n + n / BML_Q8_0_BLOCK * sizeof(float) + 63) / 64 * 64; }
+
+void bml__card_act_repack(const bml_block_q8_0 *a, size_t n, void *dst) {
   const float *half = bml__half_table();
-  int8_t *q = (int8_t *)dst, *nq = q + n;
-  float *d1 = (float *)(dst + 2 * n);
+  int8_t *q = dst, *nq = q + n;
+  float *d1 = (float *)((char *)dst + 2 * n);
   for (size_t k = 0; k < n / BML_Q8_0_BLOCK; k++) {
     memcpy(q + 32 * k, a[k].qs, 32);
     for (int j = 0; j < 32; j++) nq[32 * k + (size_t)j] = (int8_t)(uint8_t)(0u - (uint8_t)a[k].qs[j]);
@@ -136,30 +135,38 @@ static void repack_act(const bml_block_q8_0 *a, size_t n, unsigned char *dst) {
   }
 }
 
-int bml__card_act_write(bml__card *c, bml__card_act *a, const bml_block_q8_0 *act, size_t n) {
-  size_t need = act_bytes(n);
+int bml__card_buf_reserve(bml__card *c, bml__card_buf *b, size_t bytes) {
+  if (bytes <= b->size) return 0;
+  bml__card_buf_free(b);
+  bytes = (bytes + 4095) / 4096 * 4096;
   cl_int rc = CL_SUCCESS;
-  if (need > a->size) {
-    bml__card_act_free(a);
-    a->host = bml__aligned_alloc(need);
-    if (!a->host) return BML_ENOMEM;
-    BML_CL_TRY(BML_CAT_WORKER, rc, (a->buf = create_buffer(c, need, &rc), rc));
-    a->size = need;
+  b->host = bml__aligned_alloc(bytes);
+  if (!b->host) return BML_ENOMEM;
+  b->buf = create_buffer(c, CL_MEM_READ_WRITE, bytes, &rc);
+  if (rc != CL_SUCCESS) {
+    bml__card_buf_free(b);
+    return rc;
   }
-  repack_act(act, n, a->host);
-  BML_CL_TRY(BML_CAT_WORKER, rc, clEnqueueWriteBuffer(c->queue, a->buf, CL_FALSE, 0, need, a->host, 0, NULL, NULL));
+  b->size = bytes;
   return 0;
-fail:
-  bml__card_act_free(a);
-  return rc;
 }
 
-void bml__card_act_free(bml__card_act *a) {
-  if (!a) return;
-  if (a->buf) clReleaseMemObject(a->buf);
-  bml__aligned_free(a->host);
-  memset(a, 0, sizeof *a);
+int bml__card_buf_write(bml__card *c, bml__card_buf *b, size_t bytes) {
+  return clEnqueueWriteBuffer(c->queue, b->buf, CL_FALSE, 0, bytes, b->host, 0, NULL, NULL);
 }
+
+int bml__card_buf_read(bml__card *c, bml__card_buf *b, size_t bytes) {
+  return clEnqueueReadBuffer(c->queue, b->buf, CL_FALSE, 0, bytes, b->host, 0, NULL, NULL);
+}
+
+void bml__card_buf_free(bml__card_buf *b) {
+  if (!b) return;
+  if (b->buf) clReleaseMemObject(b->buf);
+  bml__aligned_free(b->host);
+  memset(b, 0, sizeof *b);
+}
+
+/* ---- launches ----------------------------------------------------------------------- */
 
 static size_t round_up(size_t v, size_t m) { return (v + m - 1) / m * m; }
 
@@ -180,31 +187,48 @@ static void launch_sizes(const bml__card *c, bml__kernel_id k, size_t wg, size_t
   }
 }
 
-static int enqueue_chunk(bml__card *c, cl_kernel kern, bml__kernel_id k, size_t wg,
-                         const bml__card_chunk *ch, size_t nb, const bml__card_act *a, float *out) {
+static int enqueue_chunk(bml__card *c, cl_kernel kern, bml__kernel_id k, size_t wg, const bml__card_chunk *ch,
+                         size_t nb, const bml__card_buf *act, size_t act_off, const bml__card_buf *out,
+                         size_t out_off) {
   cl_int rc = CL_SUCCESS;
-  cl_uint rows = (cl_uint)ch->rows, nbu = (cl_uint)nb;
+  cl_uint rows = (cl_uint)ch->rows, nbu = (cl_uint)nb, aoff = (cl_uint)act_off, ooff = (cl_uint)(out_off + ch->row0);
   size_t global, local;
   launch_sizes(c, k, wg, ch->rows, &global, &local);
   BML_CL_TRY(BML_CAT_WORKER, rc, clSetKernelArg(kern, 0, sizeof(cl_mem), &ch->bits));
   BML_CL_TRY(BML_CAT_WORKER, rc, clSetKernelArg(kern, 1, sizeof(cl_mem), &ch->d0));
-  BML_CL_TRY(BML_CAT_WORKER, rc, clSetKernelArg(kern, 2, sizeof(cl_mem), &a->buf));
-  BML_CL_TRY(BML_CAT_WORKER, rc, clSetKernelArg(kern, 3, sizeof rows, &rows));
-  BML_CL_TRY(BML_CAT_WORKER, rc, clSetKernelArg(kern, 4, sizeof nbu, &nbu));
-  BML_CL_TRY(BML_CAT_WORKER, rc, clSetKernelArg(kern, 5, sizeof(cl_mem), &ch->out));
+  BML_CL_TRY(BML_CAT_WORKER, rc, clSetKernelArg(kern, 2, sizeof(cl_mem), &act->buf));
+  BML_CL_TRY(BML_CAT_WORKER, rc, clSetKernelArg(kern, 3, sizeof aoff, &aoff));
+  BML_CL_TRY(BML_CAT_WORKER, rc, clSetKernelArg(kern, 4, sizeof rows, &rows));
+  BML_CL_TRY(BML_CAT_WORKER, rc, clSetKernelArg(kern, 5, sizeof nbu, &nbu));
+  BML_CL_TRY(BML_CAT_WORKER, rc, clSetKernelArg(kern, 6, sizeof(cl_mem), &out->buf));
+  BML_CL_TRY(BML_CAT_WORKER, rc, clSetKernelArg(kern, 7, sizeof ooff, &ooff));
   BML_CL_TRY(BML_CAT_WORKER, rc, clEnqueueNDRangeKernel(c->queue, kern, 1, NULL, &global, &local, 0, NULL, NULL));
-  BML_CL_TRY(BML_CAT_WORKER, rc, clEnqueueReadBuffer(c->queue, ch->out, CL_FALSE, 0, ch->rows * sizeof(float),
-                                                     out + ch->row0, 0, NULL, NULL));
 fail:
   return rc;
 }
 
 int bml__card_mat_vec_enqueue(bml__card *c, const bml__build *b, bml__kernel_id k, size_t wg,
-                              const bml__card_matrix *m, const bml__card_act *a, float *out) {
+                              const bml__card_matrix *m, const bml__card_buf *act, size_t act_off,
+                              const bml__card_buf *out, size_t out_off) {
   const size_t nb = m->n / BML_Q1_0_BLOCK;
   for (size_t i = 0; i < m->nchunks; i++) {
-    int rc = enqueue_chunk(c, b->kernel[k], k, wg, &m->chunks[i], nb, a, out);
+    int rc = enqueue_chunk(c, b->kernel[k], k, wg, &m->chunks[i], nb, act, act_off, out, out_off);
     if (rc != 0) return rc;
   }
   return 0;
+}
+
+int bml__card_product(bml__card *c, const bml__build *b, bml__kernel_id k, size_t wg, const bml__card_matrix *m,
+                      const bml_block_q8_0 *act, bml__card_buf *actbuf, bml__card_buf *outbuf, float *out) {
+  size_t abytes = bml__card_act_bytes(m->n);
+  int rc = bml__card_buf_reserve(c, actbuf, abytes);
+  if (rc == 0) rc = bml__card_buf_reserve(c, outbuf, m->rows * sizeof(float));
+  if (rc != 0) return rc;
+  bml__card_act_repack(act, m->n, actbuf->host);
+  rc = bml__card_buf_write(c, actbuf, abytes);
+  if (rc == 0) rc = bml__card_mat_vec_enqueue(c, b, k, wg, m, actbuf, 0, outbuf, 0);
+  if (rc == 0) rc = bml__card_buf_read(c, outbuf, m->rows * sizeof(float));
+  if (rc == 0) rc = clFinish(c->queue);
+  if (rc == 0) memcpy(out, outbuf->host, m->rows * sizeof(float));
+  return rc;
 }

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "golden.h"
+#include "tune.h"
 
 static bml__oracle_hooks hooks;
 
@@ -174,7 +175,7 @@ static int probe(run *v, bml__card *c, const bml__build *b, bool *native_ok) {
 typedef struct {
   bml__card *card;
   const bml__build *build;
-  bml__card_act act;
+  bml__card_buf act, out;
 } card_state;
 
 /* Computes w (rows x n) on the card with kernel k and compares each row with
@@ -185,14 +186,13 @@ static void check_product(card_state *cs, bml__kernel_id k, const bml_block_q1_0
   char e[64];
   float *got = malloc(rows * sizeof *got);
   bml__card_matrix m;
-  int rc = got ? bml__card_matrix_upload(cs->card, w, rows, n, &m) : BML_ENOMEM;
+  bml__rows_part part = {w, rows};
+  int rc = got ? bml__card_matrix_upload(cs->card, &part, 1, n, &m) : BML_ENOMEM;
   line->total = rows;
   line->first_bad = -1;
   if (rc == 0) {
     double t0 = bml__now();
-    rc = bml__card_act_write(cs->card, &cs->act, a, n);
-    if (rc == 0) rc = bml__card_mat_vec_enqueue(cs->card, cs->build, k, hooks.wg, &m, &cs->act, got);
-    if (rc == 0) rc = clFinish(cs->card->queue);
+    rc = bml__card_product(cs->card, cs->build, k, hooks.wg, &m, a, &cs->act, &cs->out, got);
     line->ms = (bml__now() - t0) * 1e3;
     bml__card_matrix_free(&m);
   }
@@ -281,12 +281,13 @@ static void check_golden(run *v, card_state *cs, bml__kernel_id k, const bml__go
 }
 
 static void check_build(run *v, bml__card *c, const bml__build *b, const bml__golden_q1 *g, int ng, bool quick) {
-  card_state cs = {c, b, {0}};
+  card_state cs = {c, b, {0}, {0}};
   for (int k = 0; k < BML_KERNEL_COUNT; k++) {
     check_shapes(v, &cs, (bml__kernel_id)k, quick);
     if (ng > 0) check_golden(v, &cs, (bml__kernel_id)k, g, ng);
   }
-  bml__card_act_free(&cs.act);
+  bml__card_buf_free(&cs.act);
+  bml__card_buf_free(&cs.out);
 }
 
 /* Builds cl/q1_0.cl; a failure is a refusing line with the log and options. */
@@ -326,6 +327,8 @@ int bml__oracle_verify(const bml__device *d, size_t index, const bml_verify_opti
     goto done;
   }
   c->max_chunk_rows = hooks.max_chunk_rows;
+  int tuned = bml__tune(c, &d->cl);
+  if (tuned != 0) bml__debug(BML_CAT_BUILD, "tuning failed (%s): the default tunables", bml_err_name(tuned));
   if ((rc = build(&v, c, false, &native)) != 0 || (rc = probe(&v, c, &native, &native_ok)) != 0) goto done;
   if ((rc = build(&v, c, true, &emulated)) != 0) goto done;
   ng = load_golden(&v, &g);

@@ -2,6 +2,7 @@
 #include "device.h"
 
 #include <ctype.h>
+#include <stdatomic.h>
 #include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -315,8 +316,10 @@ static int read_settings(const bml_discover_options *o, struct bml_devices *l, b
   else if ((rc = bml__env_gpu_software(&software)) != 0)
     return rc;
   l->software_allowed = software;
-  if (software) {
+  static atomic_flag said = ATOMIC_FLAG_INIT;
+  if (software && !atomic_flag_test_and_set(&said))
     bml__warn(BML_CAT_DEVICE, "BANKML_GPU_SOFTWARE=1: software devices are usable (for tests and CI only)");
+  if (software) {
     bml__notes_add(&l->notes, "BANKML_GPU_SOFTWARE=1: software and CPU devices are usable (for tests and CI only)");
   }
   return 0;

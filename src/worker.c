@@ -16,27 +16,45 @@
 #define CAL_RUNS 3
 #define MIN_SHARE 0.02
 
-/* One matrix the worker has seen: known by (name, pointer, rows, n). */
+/* One matrix of a group. */
 typedef struct {
   char *name;
   const bml_block_q1_0 *ptr;
-  size_t rows, n;
-  size_t card_rows;       /* rows held on the card (0: none) */
+  size_t rows;
+} member;
+
+/* What the worker holds on the card for one matrix, or for one group of
+ * matrices that share an activation (their card rows concatenated):
+ * known by (n, and each member's name, pointer and rows). */
+typedef struct {
+  size_t n, nmembers;
+  member *members;
+  size_t *held;        /* card rows held of each member (0: none) */
   bml__card_matrix m;
-  bool cpu_only;          /* an allocation failed: this matrix stays on the CPU */
+  bool cpu_only;       /* an allocation failed: this entry stays on the CPU */
 } entry;
 
-/* The product in flight between begin and finish. */
+/* One group of the submission in flight. */
+typedef struct {
+  size_t first, count; /* its products */
+  entry *e;            /* NULL: the group runs on the CPU */
+  size_t act_off;      /* byte offset of its activation in w->acts */
+  size_t out_off;      /* float offset of its results in w->outs */
+} group;
+
+/* The submission in flight between begin and finish. */
 typedef struct {
   bool active;
-  const bml_block_q1_0 *wts;
-  const bml_block_q8_0 *act;
-  size_t rows, n, card_rows;
-  bml__shape *shape;
-  bool timed;         /* counts as a calibration timing of its shape */
-  bool card_failed;   /* an OpenCL error at enqueue: the CPU redoes the card's rows */
+  const bml_product *p;
+  size_t count;
+  size_t *card_rows; /* per product */
+  group *groups;
+  size_t ngroups;
+  bool on_card;      /* something was enqueued */
+  bml__shape *shape; /* a single product's shape, for its calibration */
+  bool timed;
   double begin_time, dispatch_time;
-} product;
+} submission;
 
 typedef struct {
   uint64_t on_card, on_cpu_resting, on_cpu_memory, on_cpu_error, on_cpu_decided, on_cpu_share;
@@ -48,17 +66,19 @@ struct bml_worker {
   size_t device;
   bml__card *card;
   bml__build build;
-  bml__card_act act;
+  bml__card_buf acts, outs; /* a submission's activations in, results out */
   double share;
-  bool share_fixed;    /* BANKML_GPU_SHARE or bml_worker_set_share: no per-shape calibration */
+  bool share_fixed; /* BANKML_GPU_SHARE or bml_worker_set_share: no per-shape calibration */
   bml__limiter limiter;
   entry *entries;
   size_t nentries, cap;
   bml__shape *shapes;
   size_t nshapes, shapes_cap;
-  float *stage;        /* the card's rows of the product in flight */
-  size_t stage_cap;
-  product cur;
+  bml_product single; /* the product of bml_worker_begin */
+  size_t *card_rows, card_rows_cap;
+  group *groups;
+  size_t groups_cap;
+  submission cur;
   counters count;
   int errors_in_row;
   bool retired;
@@ -87,45 +107,72 @@ static void not_used(atomic_flag *once, const char *fmt, ...) {
 static bool enter(bml_worker *w) { return !atomic_flag_test_and_set_explicit(&w->driving, memory_order_acquire); }
 static void leave(bml_worker *w) { atomic_flag_clear_explicit(&w->driving, memory_order_release); }
 
+/* Grows *p (of *cap elements of size) to hold need.  0 or BML_ENOMEM. */
+static int reserve(void **p, size_t *cap, size_t need, size_t size) {
+  if (need <= *cap) return 0;
+  size_t c = *cap ? *cap : 16;
+  while (c < need) c *= 2;
+  void *q = realloc(*p, c * size);
+  if (!q) return BML_ENOMEM;
+  *p = q;
+  *cap = c;
+  return 0;
+}
+
 /* ---- matrices and shapes -------------------------------------------------------- */
 
 static void drop_matrix(bml_worker *w, entry *e) {
   if (!e->m.nchunks) return;
   bml__limiter_drop(&w->limiter, e->m.bytes);
   bml__card_matrix_free(&e->m);
-  e->card_rows = 0;
+  memset(e->held, 0, e->nmembers * sizeof *e->held);
 }
 
-static entry *find_entry(bml_worker *w, const char *name, const bml_block_q1_0 *ptr, size_t rows, size_t n) {
-  for (size_t i = 0; i < w->nentries; i++) {
-    entry *e = &w->entries[i];
-    if (e->ptr == ptr && e->rows == rows && e->n == n && strcmp(e->name, name) == 0) return e;
-  }
-  if (w->nentries == w->cap) {
-    size_t cap = w->cap ? 2 * w->cap : 64;
-    entry *grown = realloc(w->entries, cap * sizeof *grown);
-    if (!grown) return NULL;
-    w->entries = grown;
-    w->cap = cap;
-  }
+static void free_entry(entry *e) {
+  for (size_t i = 0; i < e->nmembers; i++) free(e->members[i].name);
+  free(e->members);
+  free(e->held);
+}
+
+static bool entry_is(const entry *e, const bml_product *p, size_t count) {
+  if (e->nmembers != count || e->n != p->n) return false;
+  for (size_t i = 0; i < count; i++)
+    if (e->members[i].ptr != p[i].wts || e->members[i].rows != p[i].rows || strcmp(e->members[i].name, p[i].name))
+      return false;
+  return true;
+}
+
+static entry *new_entry(bml_worker *w, const bml_product *p, size_t count) {
+  if (reserve((void **)&w->entries, &w->cap, w->nentries + 1, sizeof *w->entries)) return NULL;
   entry *e = &w->entries[w->nentries];
   memset(e, 0, sizeof *e);
-  if (!(e->name = strdup(name))) return NULL;
-  e->ptr = ptr, e->rows = rows, e->n = n;
+  e->n = p->n;
+  e->members = calloc(count, sizeof *e->members);
+  e->held = calloc(count, sizeof *e->held);
+  bool ok = e->members && e->held;
+  for (size_t i = 0; ok && i < count; i++) {
+    e->members[i] = (member){strdup(p[i].name), p[i].wts, p[i].rows};
+    ok = e->members[i].name != NULL;
+    e->nmembers = i + 1;
+  }
+  if (!ok) {
+    free_entry(e);
+    return NULL;
+  }
   w->nentries++;
   return e;
+}
+
+static entry *find_entry(bml_worker *w, const bml_product *p, size_t count) {
+  for (size_t i = 0; i < w->nentries; i++)
+    if (entry_is(&w->entries[i], p, count)) return &w->entries[i];
+  return new_entry(w, p, count);
 }
 
 static bml__shape *find_shape(bml_worker *w, size_t rows, size_t n) {
   for (size_t i = 0; i < w->nshapes; i++)
     if (w->shapes[i].rows == rows && w->shapes[i].n == n) return &w->shapes[i];
-  if (w->nshapes == w->shapes_cap) {
-    size_t cap = w->shapes_cap ? 2 * w->shapes_cap : 16;
-    bml__shape *grown = realloc(w->shapes, cap * sizeof *grown);
-    if (!grown) return NULL;
-    w->shapes = grown;
-    w->shapes_cap = cap;
-  }
+  if (reserve((void **)&w->shapes, &w->shapes_cap, w->nshapes + 1, sizeof *w->shapes)) return NULL;
   bml__shape *s = &w->shapes[w->nshapes++];
   memset(s, 0, sizeof *s);
   s->rows = rows, s->n = n;
@@ -133,14 +180,16 @@ static bml__shape *find_shape(bml_worker *w, size_t rows, size_t n) {
   return s;
 }
 
-/* A shape decided for the CPU frees its matrices' card buffers. */
+/* A shape decided for the CPU frees the card buffers of its matrices. */
 static void shape_decided(bml_worker *w, const bml__shape *s) {
   bml__debug(BML_CAT_WORKER, "shape %zux%zu: %s (median split %.3f ms, cpu %.3f ms)", s->rows, s->n,
              bml__shape_state_name(s->state), bml__median(s->split, s->nsplit) * 1e3,
              bml__median(s->cpu, s->ncpu) * 1e3);
   if (s->state != BML_SHAPE_CPU) return;
-  for (size_t i = 0; i < w->nentries; i++)
-    if (w->entries[i].rows == s->rows && w->entries[i].n == s->n) drop_matrix(w, &w->entries[i]);
+  for (size_t i = 0; i < w->nentries; i++) {
+    entry *e = &w->entries[i];
+    if (e->nmembers == 1 && e->members[0].rows == s->rows && e->n == s->n) drop_matrix(w, e);
+  }
 }
 
 static size_t rows_for(const bml_worker *w, size_t rows) {
@@ -148,155 +197,253 @@ static size_t rows_for(const bml_worker *w, size_t rows) {
   return r > rows ? rows : r;
 }
 
-/* ---- the card's part of a product ----------------------------------------------- */
+/* ---- faults ------------------------------------------------------------------------ */
 
 static void retire(bml_worker *w, int err) {
   w->retired = true;
   not_used(&logged_retired, "\"%s\" retired after %d OpenCL errors in a row (the last: %s (%d)); every "
            "product runs on the CPU", w->card->name, RETIRE_AFTER, bml_err_name(err), err);
-  for (size_t i = 0; i < w->nentries; i++) drop_matrix(w, &w->entries[i]);
   clFinish(w->card->queue);
-  bml__card_act_free(&w->act);
+  for (size_t i = 0; i < w->nentries; i++) drop_matrix(w, &w->entries[i]);
+  bml__card_buf_free(&w->acts);
+  bml__card_buf_free(&w->outs);
 }
 
+/* An OpenCL error: the submission's card rows go to the CPU. */
 static void card_error(bml_worker *w, int err) {
-  bml__debug(BML_CAT_WORKER, "card error %s (%d): the product's rows go to the CPU", bml_err_name(err), err);
-  w->count.on_cpu_error++;
+  bml__debug(BML_CAT_WORKER, "card error %s (%d): the rows go to the CPU", bml_err_name(err), err);
   if (++w->errors_in_row >= RETIRE_AFTER) retire(w, err);
 }
 
-/* Makes sure e holds the first card_rows rows on the card.  Returns 0, or
- * BML_ENOMEM when the limit or an allocation says no (the matrix then runs
- * on the CPU), or an OpenCL error. */
-static int ensure_uploaded(bml_worker *w, entry *e, size_t card_rows) {
+/* ---- planning a submission ---------------------------------------------------------- */
+
+/* Makes e hold want[i] card rows of each member.  Returns 0, or BML_ENOMEM
+ * when the limit or an allocation says no (the entry then runs on the
+ * CPU), or an OpenCL error. */
+static int ensure_uploaded(bml_worker *w, entry *e, const size_t *want) {
   if (e->cpu_only) return BML_ENOMEM;
-  if (e->m.nchunks && e->card_rows == card_rows) return 0;
+  if (e->m.nchunks && memcmp(e->held, want, e->nmembers * sizeof *want) == 0) return 0;
   drop_matrix(w, e);
-  uint64_t bytes = bml__card_matrix_bytes(card_rows, e->n);
+  bml__rows_part parts[16];
+  size_t rows = 0, np = 0;
+  for (size_t i = 0; i < e->nmembers && np < BML_ARRAY_SIZE(parts); i++)
+    if (want[i]) parts[np++] = (bml__rows_part){e->members[i].ptr, want[i]}, rows += want[i];
+  uint64_t bytes = bml__card_matrix_bytes(rows, e->n);
   if (!bml__limiter_fits(&w->limiter, bytes, w->limiter.integrated ? bml__mem_available() : 0)) return BML_ENOMEM;
   int rc = w->hooks.fail_uploads > 0 ? (w->hooks.fail_uploads--, CL_MEM_OBJECT_ALLOCATION_FAILURE)
-                                     : bml__card_matrix_upload(w->card, e->ptr, card_rows, e->n, &e->m);
+                                     : bml__card_matrix_upload(w->card, parts, np, e->n, &e->m);
   if (rc == CL_MEM_OBJECT_ALLOCATION_FAILURE || rc == CL_OUT_OF_RESOURCES || rc == BML_ENOMEM) {
-    bml__debug(BML_CAT_WORKER, "matrix \"%s\": allocation failed (%s): it runs on the CPU", e->name, bml_err_name(rc));
+    bml__debug(BML_CAT_WORKER, "\"%s\": allocation failed (%s): it runs on the CPU", e->members[0].name,
+               bml_err_name(rc));
     e->cpu_only = true;
     return BML_ENOMEM;
   }
   if (rc != 0) return rc;
-  e->card_rows = card_rows;
+  memcpy(e->held, want, e->nmembers * sizeof *want);
   bml__limiter_hold(&w->limiter, e->m.bytes);
   return 0;
 }
 
-static int grow_stage(bml_worker *w, size_t rows) {
-  if (rows <= w->stage_cap) return 0;
-  float *s = bml__aligned_alloc(rows * sizeof *s);
-  if (!s) return BML_ENOMEM;
-  bml__aligned_free(w->stage);
-  w->stage = s;
-  w->stage_cap = rows;
+/* The card rows each product of a group asks for; *decided is set when a
+ * per-shape decision (or a single product's calibration) kept one on the CPU. */
+static size_t want_rows(bml_worker *w, submission *s, size_t first, size_t count, bool *decided) {
+  size_t total = 0;
+  *decided = false;
+  for (size_t i = first; i < first + count; i++) {
+    const bml_product *p = &s->p[i];
+    bml__shape *sh = s->count == 1 ? s->shape : find_shape(w, p->rows, p->n);
+    bool card = w->share_fixed || !sh || (s->count == 1 ? bml__shape_wants_card(sh) : sh->state != BML_SHAPE_CPU);
+    *decided |= !card;
+    s->card_rows[i] = card ? rows_for(w, p->rows) : 0;
+    total += s->card_rows[i];
+  }
+  return total;
+}
+
+/* Counts the products of a group that run on the CPU, by reason. */
+static void count_cpu(uint64_t *counter, size_t count) { *counter += count; }
+
+/* Plans one group: which rows go to the card, its entry uploaded. */
+static void plan_group(bml_worker *w, submission *s, group *g, bool resting) {
+  g->e = NULL;
+  for (size_t i = g->first; i < g->first + g->count; i++) s->card_rows[i] = 0;
+  if (w->retired) return count_cpu(&w->count.on_cpu_error, g->count);
+  bool decided;
+  size_t total = want_rows(w, s, g->first, g->count, &decided);
+  if (total == 0) {
+    s->timed = s->count == 1 && decided; /* a CPU-alone timing of a shape in calibration */
+    return count_cpu(decided ? &w->count.on_cpu_decided : &w->count.on_cpu_share, g->count);
+  }
+  if (resting) {
+    memset(s->card_rows + g->first, 0, g->count * sizeof *s->card_rows);
+    return count_cpu(&w->count.on_cpu_resting, g->count);
+  }
+  entry *e = find_entry(w, s->p + g->first, g->count);
+  int rc = e ? ensure_uploaded(w, e, s->card_rows + g->first) : BML_ENOMEM;
+  if (rc != 0) {
+    memset(s->card_rows + g->first, 0, g->count * sizeof *s->card_rows);
+    if (rc == BML_ENOMEM) return count_cpu(&w->count.on_cpu_memory, g->count);
+    card_error(w, rc);
+    return count_cpu(&w->count.on_cpu_error, g->count);
+  }
+  g->e = e;
+}
+
+/* Splits the products into groups (neighbours with one activation) and plans each. */
+static int plan(bml_worker *w, submission *s) {
+  if (reserve((void **)&w->card_rows, &w->card_rows_cap, s->count, sizeof *w->card_rows) ||
+      reserve((void **)&w->groups, &w->groups_cap, s->count, sizeof *w->groups))
+    return BML_ENOMEM;
+  s->card_rows = w->card_rows;
+  s->groups = w->groups;
+  s->ngroups = 0;
+  bool resting = bml__limiter_resting(&w->limiter, bml__now());
+  for (size_t i = 0; i < s->count;) {
+    size_t j = i + 1;
+    while (j < s->count && j - i < 16 && s->p[j].act == s->p[i].act && s->p[j].n == s->p[i].n) j++;
+    group *g = &s->groups[s->ngroups++];
+    g->first = i, g->count = j - i;
+    plan_group(w, s, g, resting);
+    i = j;
+  }
   return 0;
 }
 
-static int enqueue(bml_worker *w, const entry *e, const bml_block_q8_0 *act) {
-  if (w->hooks.fail_enqueues > 0) {
-    w->hooks.fail_enqueues--;
-    return CL_OUT_OF_RESOURCES;
+/* ---- the card's part: one copy in, a launch per group, one copy out -------------- */
+
+static int enqueue_groups(bml_worker *w, submission *s) {
+  size_t act_bytes = 0, out_rows = 0;
+  for (size_t i = 0; i < s->ngroups; i++) {
+    group *g = &s->groups[i];
+    if (!g->e) continue;
+    g->act_off = act_bytes, g->out_off = out_rows;
+    act_bytes += bml__card_act_bytes(g->e->n);
+    out_rows += g->e->m.rows;
   }
-  int rc = bml__card_act_write(w->card, &w->act, act, e->n);
-  if (rc == 0) rc = bml__card_mat_vec_enqueue(w->card, &w->build, w->hooks.kernel, 0, &e->m, &w->act, w->stage);
+  if (act_bytes == 0) return 0;
+  if (w->hooks.fail_enqueues > 0) return w->hooks.fail_enqueues--, CL_OUT_OF_RESOURCES;
+  int rc = bml__card_buf_reserve(w->card, &w->acts, act_bytes);
+  if (rc == 0) rc = bml__card_buf_reserve(w->card, &w->outs, out_rows * sizeof(float));
+  for (size_t i = 0; rc == 0 && i < s->ngroups; i++)
+    if (s->groups[i].e)
+      bml__card_act_repack(s->p[s->groups[i].first].act, s->groups[i].e->n, (char *)w->acts.host + s->groups[i].act_off);
+  if (rc == 0) rc = bml__card_buf_write(w->card, &w->acts, act_bytes);
+  for (size_t i = 0; rc == 0 && i < s->ngroups; i++) {
+    const group *g = &s->groups[i];
+    if (g->e)
+      rc = bml__card_mat_vec_enqueue(w->card, &w->build, w->hooks.kernel, 0, &g->e->m, &w->acts, g->act_off,
+                                     &w->outs, g->out_off);
+  }
+  if (rc == 0) rc = bml__card_buf_read(w->card, &w->outs, out_rows * sizeof(float));
   if (rc == 0) rc = clFlush(w->card->queue);
+  s->on_card = true;
   return rc;
 }
 
-/* The card's share of the product, or 0 rows (with the reason counted). */
-static size_t start_on_card(bml_worker *w, const char *name, size_t rows, size_t n, product *p) {
-  size_t card_rows = rows_for(w, rows);
-  if (w->retired) {
-    w->count.on_cpu_error++;
-    return 0;
-  }
-  bool wants = w->share_fixed || bml__shape_wants_card(p->shape);
-  if (!wants) {
-    w->count.on_cpu_decided++;
-    p->timed = true; /* a CPU-alone timing of a shape in calibration */
-    return 0;
-  }
-  if (card_rows == 0) {
-    w->count.on_cpu_share++; /* the share rounds to no row */
-    return 0;
-  }
-  if (bml__limiter_resting(&w->limiter, bml__now())) {
-    w->count.on_cpu_resting++;
-    return 0;
-  }
-  entry *e = find_entry(w, name, p->wts, rows, n);
-  int rc = e ? ensure_uploaded(w, e, card_rows) : BML_ENOMEM;
-  if (rc == BML_ENOMEM) {
-    w->count.on_cpu_memory++;
-    return 0;
-  }
-  if (rc == 0) rc = grow_stage(w, card_rows);
-  p->dispatch_time = bml__now();
-  if (rc == 0) rc = enqueue(w, e, p->act);
-  if (rc != 0) {
-    card_error(w, rc);
-    return 0;
-  }
-  p->timed = true;
-  return card_rows;
+/* The card failed: every card row of the submission goes to the CPU. */
+static void all_to_cpu(bml_worker *w, submission *s, int err) {
+  if (s->on_card) clFinish(w->card->queue);
+  card_error(w, err);
+  size_t n = 0;
+  for (size_t i = 0; i < s->ngroups; i++)
+    if (s->groups[i].e) n += s->groups[i].count, s->groups[i].e = NULL;
+  count_cpu(&w->count.on_cpu_error, n);
+  memset(s->card_rows, 0, s->count * sizeof *s->card_rows);
+  s->on_card = false;
+  s->timed = false;
 }
 
-/* ---- the product ------------------------------------------------------------------ */
+static int start(bml_worker *w, submission *s) {
+  s->begin_time = bml__now();
+  int rc = plan(w, s);
+  if (rc != 0) return rc;
+  s->dispatch_time = bml__now();
+  rc = enqueue_groups(w, s);
+  if (rc != 0) all_to_cpu(w, s, rc);
+  else if (s->on_card && s->count == 1) s->timed = true;
+  return 0;
+}
+
+/* The card's rows of group g into the products' outputs. */
+static void scatter(bml_worker *w, const submission *s, const group *g) {
+  const float *src = (const float *)w->outs.host + g->out_off;
+  for (size_t i = g->first; i < g->first + g->count; i++) {
+    memcpy(s->p[i].out, src, s->card_rows[i] * sizeof *src);
+    src += s->card_rows[i];
+  }
+}
+
+/* Waits for the card and completes every product; on a card error its rows
+ * are computed on the pool (out stays complete and exact). */
+static int complete(bml_worker *w, submission *s) {
+  int rc = 0;
+  if (s->on_card) {
+    int err = clFinish(w->card->queue);
+    bml__limiter_dispatched(&w->limiter, s->dispatch_time, bml__now());
+    size_t on_card = 0;
+    for (size_t i = 0; i < s->ngroups; i++) on_card += s->groups[i].e ? s->groups[i].count : 0;
+    if (err != CL_SUCCESS) {
+      size_t *rows = s->card_rows;
+      for (size_t i = 0; rc == 0 && i < s->count; i++)
+        if (rows[i]) rc = bml_pool_q1_0_mat_vec(w->pool, s->p[i].wts, rows[i], s->p[i].n, s->p[i].act, s->p[i].out);
+      s->on_card = true; /* the queue is drained already */
+      all_to_cpu(w, s, err);
+    } else {
+      for (size_t i = 0; i < s->ngroups; i++)
+        if (s->groups[i].e) scatter(w, s, &s->groups[i]);
+      w->count.on_card += on_card;
+      w->errors_in_row = 0;
+    }
+  }
+  if (s->timed && !w->share_fixed && s->shape &&
+      bml__shape_record(s->shape, s->on_card && s->card_rows[0] > 0, bml__now() - s->begin_time))
+    shape_decided(w, s->shape);
+  return rc;
+}
+
+/* The CPU's rows of every product, on the pool. */
+static int cpu_rows(bml_worker *w, const submission *s) {
+  for (size_t i = 0; i < s->count; i++) {
+    const bml_product *p = &s->p[i];
+    size_t r0 = s->card_rows[i];
+    if (r0 >= p->rows) continue;
+    int rc = bml_pool_q1_0_mat_vec(w->pool, p->wts + r0 * (p->n / BML_Q1_0_BLOCK), p->rows - r0, p->n, p->act,
+                                   p->out + r0);
+    if (rc != 0) return rc;
+  }
+  return 0;
+}
+
+/* ---- the public calls --------------------------------------------------------------- */
+
+static int check_product(const bml_product *p) {
+  if (!p->name) return BML_EINVAL;
+  return bml__q1_0_check(p->wts, p->n, p->act, p->out);
+}
 
 int bml_worker_begin(bml_worker *w, const char *name, const bml_block_q1_0 *wts, size_t rows, size_t n,
                      const bml_block_q8_0 *act, size_t *card_rows) {
-  if (!w || !name || !card_rows) return BML_EINVAL;
-  int rc = bml__q1_0_check(wts, n, act, card_rows);
+  if (!w || !card_rows) return BML_EINVAL;
+  bml_product p = {name, wts, rows, n, act, (float *)card_rows /* checked for NULL only */};
+  int rc = check_product(&p);
   if (rc != 0) return rc;
   if (!enter(w)) return BML_EBUSY;
   if (w->cur.active) {
     leave(w);
     return BML_ESTATE;
   }
-  product *p = &w->cur;
-  memset(p, 0, sizeof *p);
-  p->wts = wts, p->act = act, p->rows = rows, p->n = n;
-  p->begin_time = bml__now();
-  p->shape = find_shape(w, rows, n);
-  if (!p->shape) {
-    leave(w);
-    return BML_ENOMEM;
+  w->single = p;
+  submission *s = &w->cur;
+  memset(s, 0, sizeof *s);
+  s->p = &w->single;
+  s->count = 1;
+  s->shape = find_shape(w, rows, n);
+  rc = s->shape ? start(w, s) : BML_ENOMEM;
+  if (rc == 0) {
+    s->active = true;
+    *card_rows = s->card_rows[0];
   }
-  p->card_rows = rows ? start_on_card(w, name, rows, n, p) : 0;
-  p->active = true;
-  *card_rows = p->card_rows;
   leave(w);
-  return 0;
-}
-
-/* The card failed after the enqueue: its rows are computed on the pool. */
-static int redo_on_cpu(bml_worker *w, const product *p, float *out) {
-  return bml_pool_q1_0_mat_vec(w->pool, p->wts, p->card_rows, p->n, p->act, out);
-}
-
-static int complete(bml_worker *w, product *p, float *out) {
-  int rc = 0;
-  if (p->card_rows > 0) {
-    int err = clFinish(w->card->queue);
-    double end = bml__now();
-    bml__limiter_dispatched(&w->limiter, p->dispatch_time, end);
-    if (err != CL_SUCCESS) {
-      card_error(w, err);
-      p->timed = false;
-      rc = redo_on_cpu(w, p, out);
-    } else {
-      memcpy(out, w->stage, p->card_rows * sizeof *out);
-      w->count.on_card++;
-      w->errors_in_row = 0;
-    }
-  }
-  if (p->timed && !w->share_fixed && bml__shape_record(p->shape, p->card_rows > 0, bml__now() - p->begin_time))
-    shape_decided(w, p->shape);
   return rc;
 }
 
@@ -307,7 +454,8 @@ int bml_worker_finish(bml_worker *w, float *out) {
     leave(w);
     return BML_ESTATE;
   }
-  int rc = complete(w, &w->cur, out);
+  w->single.out = out;
+  int rc = complete(w, &w->cur);
   w->cur.active = false;
   leave(w);
   return rc;
@@ -327,6 +475,29 @@ int bml_worker_mat_vec(bml_worker *w, const char *name, const bml_block_q1_0 *wt
   return cpu ? cpu : rc;
 }
 
+int bml_worker_mat_vec_batch(bml_worker *w, const bml_product *products, size_t count) {
+  if (!w || (!products && count)) return BML_EINVAL;
+  for (size_t i = 0; i < count; i++) {
+    int rc = check_product(&products[i]);
+    if (rc != 0) return rc;
+  }
+  if (count == 0) return 0;
+  if (!enter(w)) return BML_EBUSY;
+  if (w->cur.active) {
+    leave(w);
+    return BML_ESTATE;
+  }
+  submission *s = &w->cur;
+  memset(s, 0, sizeof *s);
+  s->p = products;
+  s->count = count;
+  int rc = start(w, s);
+  int cpu = rc == 0 ? cpu_rows(w, s) : 0;
+  if (rc == 0) rc = complete(w, s);
+  leave(w);
+  return cpu ? cpu : rc;
+}
+
 /* ---- open: verify, calibrate -------------------------------------------------------- */
 
 /* Best of CAL_RUNS of one CAL_ROWS x CAL_N product on the card and on the pool. */
@@ -342,13 +513,12 @@ static int calibrate(bml_worker *w, double *card_s, double *cpu_s) {
     bml__gen_q1_0(&seed, wts, rows, n, true);
     rc = bml__gen_q8_0(&seed, act, n, true);
   }
-  if (rc == 0) rc = bml__card_matrix_upload(w->card, wts, rows, n, &m);
+  bml__rows_part part = {wts, rows};
+  if (rc == 0) rc = bml__card_matrix_upload(w->card, &part, 1, n, &m);
   *card_s = *cpu_s = 1e30;
   for (int i = 0; rc == 0 && i < CAL_RUNS; i++) {
     double t0 = bml__now();
-    rc = bml__card_act_write(w->card, &w->act, act, n);
-    if (rc == 0) rc = bml__card_mat_vec_enqueue(w->card, &w->build, w->hooks.kernel, 0, &m, &w->act, out);
-    if (rc == 0) rc = clFinish(w->card->queue);
+    rc = bml__card_product(w->card, &w->build, w->hooks.kernel, 0, &m, act, &w->acts, &w->outs, out);
     double t1 = bml__now();
     if (rc == 0) rc = bml_pool_q1_0_mat_vec(w->pool, wts, rows, n, act, out);
     double t2 = bml__now();
@@ -440,7 +610,7 @@ int bml_worker_open(bml_pool *pool, bml_worker **out) {
   if (!w) return BML_ENOMEM;
   w->pool = pool;
   atomic_flag_clear(&w->driving);
-  w->hooks.kernel = BML_KERNEL_MAT_VEC8;
+  w->hooks.kernel = BML_KERNEL_MAT_VEC_T;
   double limit;
   int rc = settings(w, &limit);
   if (rc == 0) rc = open_card(w);
@@ -452,7 +622,7 @@ int bml_worker_open(bml_pool *pool, bml_worker **out) {
     bml_worker_close(w);
     return rc > 0 ? 0 : rc; /* rc 1: a share too small, no worker */
   }
-  bml__info(BML_CAT_WORKER, "GPU \"%s\": share %.3f%s, limit %.2f", w->card->name, w->share,
+  bml__debug(BML_CAT_WORKER, "GPU \"%s\": share %.3f%s, limit %.2f", w->card->name, w->share,
             w->share_fixed ? " (BANKML_GPU_SHARE)" : "", w->limiter.limit);
   *out = w;
   return 0;
@@ -485,8 +655,13 @@ int bml_worker_set_limit(bml_worker *w, double limit) {
 
 static size_t heap_bytes(const bml_worker *w) {
   size_t b = sizeof *w + w->cap * sizeof *w->entries + w->shapes_cap * sizeof *w->shapes +
-             w->stage_cap * sizeof *w->stage + w->act.size;
-  for (size_t i = 0; i < w->nentries; i++) b += strlen(w->entries[i].name) + 1;
+             w->card_rows_cap * sizeof *w->card_rows + w->groups_cap * sizeof *w->groups + w->acts.size +
+             w->outs.size;
+  for (size_t i = 0; i < w->nentries; i++) {
+    const entry *e = &w->entries[i];
+    b += e->nmembers * (sizeof *e->members + sizeof *e->held);
+    for (size_t k = 0; k < e->nmembers; k++) b += strlen(e->members[k].name) + 1;
+  }
   return b;
 }
 
@@ -499,9 +674,10 @@ static json_t *status_json(const bml_worker *w) {
   }
   if (w->share_fixed) on_card = (json_int_t)w->nshapes, tuning = 0, on_cpu = 0;
   return json_pack(
-      "{s:s, s:I, s:f, s:f, s:b, s:I, s:I, s:b, s:b, s:b, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:s}",
+      "{s:s, s:I, s:f, s:f, s:b, s:I, s:I, s:I, s:b, s:b, s:b, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:s}",
       "card", w->card->name, "device", (json_int_t)w->device, "limit", w->limiter.limit, "share", w->share,
-      "share_fixed", w->share_fixed, "allocated_bytes", (json_int_t)(w->limiter.allocated + w->act.size),
+      "share_fixed", w->share_fixed, "allocated_bytes", (json_int_t)(w->limiter.allocated + w->acts.size + w->outs.size),
+      "matrix_bytes", (json_int_t)w->limiter.allocated,
       "heap_bytes", (json_int_t)heap_bytes(w), "integrated", w->limiter.integrated, "busy", w->cur.active,
       "retired", w->retired, "products_on_card", (json_int_t)w->count.on_card, "products_on_cpu_resting",
       (json_int_t)w->count.on_cpu_resting, "products_on_cpu_memory", (json_int_t)w->count.on_cpu_memory,
@@ -529,7 +705,10 @@ static void release_all(bml_worker *w) {
     drop_matrix(w, &w->entries[i]);
     w->entries[i].cpu_only = false;
   }
-  bml__card_act_free(&w->act);
+  /* a product in flight keeps its results: they were read into outs' host
+   * staging, which is only freed when no product is in flight */
+  bml__card_buf_free(&w->acts);
+  if (!w->cur.active) bml__card_buf_free(&w->outs);
 }
 
 void bml_worker_release(bml_worker *w) {
@@ -541,11 +720,13 @@ void bml_worker_release(bml_worker *w) {
 
 void bml_worker_close(bml_worker *w) {
   if (!w) return;
+  w->cur.active = false;
   release_all(w);
-  for (size_t i = 0; i < w->nentries; i++) free(w->entries[i].name);
+  for (size_t i = 0; i < w->nentries; i++) free_entry(&w->entries[i]);
   free(w->entries);
   free(w->shapes);
-  bml__aligned_free(w->stage);
+  free(w->card_rows);
+  free(w->groups);
   bml__build_release(&w->build);
   bml__card_close(w->card);
   bml_devices_free(w->devices);

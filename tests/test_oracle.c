@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "oracle.h"
 
@@ -233,5 +234,44 @@ Test(oracle, a_card_that_cannot_open_is_not_verified) {
   cr_expect_str_eq(c.lines[0].check, "open");
   cr_expect(c.lines[0].detail && strstr(c.lines[0].detail, "clCreateContext: CL_DEVICE_NOT_AVAILABLE (-2)"),
             "%s", c.lines[0].detail ? c.lines[0].detail : "");
+  bml_devices_free(l);
+}
+
+static char logged[16384];
+static void capture(void *ctx, bml_log_level level, const char *cat, const char *msg) {
+  (void)ctx, (void)level, (void)cat;
+  strncat(logged, msg, sizeof logged - strlen(logged) - 2);
+  strcat(logged, "\n");
+}
+
+Test(oracle, tunables_are_measured_once_and_remembered) {
+  char dir[] = "/tmp/bankml-cl-tune-XXXXXX";
+  cr_assert_not_null(mkdtemp(dir));
+  setenv("BANKML_CACHE_DIR", dir, 1);
+  setenv("BANKML_DEBUG", "build", 1);
+  size_t i;
+  bml_devices *l = card_under_test(&i);
+  bml__oracle_hooks h = {.quick = true};
+  bml__oracle_set_hooks(&h);
+  bml_log_set_sink(capture, NULL);
+  static collected c;
+  cr_assert_eq(verify(l, i, &c, 1), 0);
+  cr_expect(strstr(logged, "tuned \"") != NULL, "no measurement the first time: %s", logged);
+  char path[256];
+  snprintf(path, sizeof path, "%s/tuning.json", dir);
+  FILE *f = fopen(path, "r");
+  cr_assert_not_null(f, "no tuning cache written at %s", path);
+  char text[4096] = "";
+  size_t got = fread(text, 1, sizeof text - 1, f);
+  text[got] = '\0';
+  fclose(f);
+  cr_expect(strstr(text, bml_devices_get(l, i)->name) && strstr(text, "\"twg\"") && strstr(text, "\"tile\""), "%s", text);
+  logged[0] = '\0';
+  c.n = 0;
+  cr_assert_eq(verify(l, i, &c, 1), 0);
+  cr_expect(strstr(logged, "tuning \"") == NULL, "measured again although remembered: %s", logged);
+  bml_log_set_sink(NULL, NULL);
+  remove(path);
+  rmdir(dir);
   bml_devices_free(l);
 }

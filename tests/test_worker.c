@@ -277,10 +277,9 @@ Test(worker, each_shape_is_decided_by_its_timings) {
   json_decref(j);
   for (int i = 0; i < 3; i++) expect_exact(w, &m, "m");
   j = status(w);
-  const long long act_bytes = 2 * 2048 + 2048 / 32 * 4; /* the activation buffer stays */
   if (on_cpu) {
     cr_expect_eq(field(j, "products_on_cpu_decided"), 9);
-    cr_expect_eq(field(j, "allocated_bytes"), act_bytes, "a shape decided for the CPU must free its matrices");
+    cr_expect_eq(field(j, "matrix_bytes"), 0, "a shape decided for the CPU must free its matrices");
   } else
     cr_expect_eq(field(j, "products_on_card"), 10);
   json_decref(j);
@@ -359,4 +358,99 @@ Test(worker, no_usable_card_is_no_worker_and_says_why) {
   bml_log_set_sink(NULL, NULL);
   cr_expect_null(w);
   cr_expect(strstr(logged, "GPU not used: no usable GPU") != NULL, "%s", logged);
+}
+
+/* A layer of a model as one batch: Q, K, V (one activation), O, gate and up
+ * (one activation), down (n = 3 * hidden), then a head. */
+typedef struct {
+  matrix m[8];
+  bml_product p[8];
+} layer;
+
+static void make_layer(layer *l, size_t hidden, uint64_t seed) {
+  const size_t rows[8] = {hidden, hidden / 4, hidden / 4, hidden, 3 * hidden, 3 * hidden, hidden, 2 * hidden + 1};
+  const size_t n[8] = {hidden, hidden, hidden, hidden, hidden, hidden, 3 * hidden, hidden};
+  static const char *const names[8] = {"q", "k", "v", "o", "gate", "up", "down", "head"};
+  for (int i = 0; i < 8; i++) l->m[i] = make(rows[i], n[i], seed + (uint64_t)i, i % 2 == 0);
+  /* the group members share one activation: make them really the same */
+  for (int i = 1; i < 3; i++) memcpy(l->m[i].a, l->m[0].a, hidden / 32 * sizeof(bml_block_q8_0));
+  memcpy(l->m[5].a, l->m[4].a, hidden / 32 * sizeof(bml_block_q8_0));
+  for (int i = 0; i < 8; i++) {
+    cr_assert_eq(bml_q1_0_mat_vec(l->m[i].w, rows[i], n[i], l->m[i].a, l->m[i].want), 0);
+    const bml_block_q8_0 *act = i == 1 || i == 2 ? l->m[0].a : i == 5 ? l->m[4].a : l->m[i].a;
+    l->p[i] = (bml_product){names[i], l->m[i].w, rows[i], n[i], act, l->m[i].got};
+    memset(l->m[i].got, 0xff, rows[i] * sizeof(float));
+  }
+}
+
+static void expect_layer(layer *l) {
+  for (int i = 0; i < 8; i++) {
+    long r = bml__first_difference(l->m[i].want, l->m[i].got, l->m[i].rows);
+    cr_expect(r < 0, "%s: row %ld differs", l->p[i].name, r);
+    memset(l->m[i].got, 0xff, l->m[i].rows * sizeof(float));
+  }
+}
+
+static void unmake_layer(layer *l) {
+  for (int i = 0; i < 8; i++) unmake(&l->m[i]);
+}
+
+Test(worker, a_batch_with_groups_gives_the_cpu_bits) {
+  bml_worker *w = open_worker("0.7");
+  cr_assert_eq(bml_worker_set_limit(w, 1.0), 0);
+  layer l;
+  make_layer(&l, 512, 40);
+  for (int rep = 0; rep < 3; rep++) {
+    cr_assert_eq(bml_worker_mat_vec_batch(w, l.p, 8), 0);
+    expect_layer(&l);
+  }
+  json_t *j = status(w);
+  cr_expect_eq(field(j, "products_on_card"), 24);
+  cr_expect_eq(total_products(j), 24);
+  cr_expect_eq(field(j, "matrices"), 5, "Q/K/V and gate/up are one entry each: 5 entries for 8 products");
+  json_decref(j);
+  unmake_layer(&l);
+  bml_worker_close(w);
+}
+
+Test(worker, a_batch_survives_errors_resting_and_share_zero) {
+  bml_worker *w = open_worker("0.5");
+  layer l;
+  make_layer(&l, 256, 50);
+  bml__worker_hooks h = {.fail_enqueues = 1, .kernel = BML_KERNEL_MAT_VEC_T};
+  bml__worker_set_hooks(w, &h);
+  cr_assert_eq(bml_worker_mat_vec_batch(w, l.p, 8), 0); /* the error: all on the CPU */
+  expect_layer(&l);
+  cr_assert_eq(bml_worker_set_limit(w, 0.05), 0);
+  cr_assert_eq(bml_worker_mat_vec_batch(w, l.p, 8), 0); /* on the card */
+  expect_layer(&l);
+  cr_assert_eq(bml_worker_mat_vec_batch(w, l.p, 8), 0); /* the card rests */
+  expect_layer(&l);
+  cr_assert_eq(bml_worker_set_share(w, 0.0), 0);
+  cr_assert_eq(bml_worker_mat_vec_batch(w, l.p, 8), 0);
+  expect_layer(&l);
+  json_t *j = status(w);
+  cr_expect_eq(field(j, "products_on_cpu_error"), 8);
+  cr_expect_eq(field(j, "products_on_card"), 8);
+  cr_expect_eq(field(j, "products_on_cpu_resting"), 8);
+  cr_expect_eq(field(j, "products_on_cpu_share"), 8);
+  json_decref(j);
+  unmake_layer(&l);
+  bml_worker_close(w);
+}
+
+Test(worker, a_bad_product_refuses_the_whole_batch) {
+  bml_worker *w = open_worker("0.5");
+  layer l;
+  make_layer(&l, 256, 60);
+  l.p[3].n = 100;
+  cr_expect_eq(bml_worker_mat_vec_batch(w, l.p, 8), BML_ESHAPE);
+  l.p[3].n = 256;
+  l.p[5].out = NULL;
+  cr_expect_eq(bml_worker_mat_vec_batch(w, l.p, 8), BML_EINVAL);
+  for (int i = 0; i < 5; i++) cr_expect_eq(bml__float_bits(l.m[i].got[0]), 0xffffffffu, "product %d was computed", i);
+  cr_expect_eq(bml_worker_mat_vec_batch(w, NULL, 3), BML_EINVAL);
+  cr_expect_eq(bml_worker_mat_vec_batch(w, l.p, 0), 0);
+  unmake_layer(&l);
+  bml_worker_close(w);
 }

@@ -13,10 +13,15 @@
 #include "cli.h"
 
 /* Each mode is an option of its name (--cpu) and a row here; the report
- * and the table are shared.  --card and --split (the worker) are rows to come.
- * --clblast is a baseline, not bankml-cl: its rows are checked within a bound. */
+ * and the table are shared.  --clblast is a baseline, not bankml-cl: its
+ * rows are checked within a bound. */
 static const struct bench_mode modes[] = {
     {"cpu", "the CPU thread pool (bml_pool_q1_0_mat_vec)", bench_cpu_run},
+    {"card", "the verified card alone (the worker with share 1 and limit 1): one product\n"
+             "                   and its wait (card), and 32 back to back with one wait\n"
+             "                   (card-pipelined, per product)", bench_card_run},
+    {"split", "the worker as an engine gets it: the calibrated share on the card, the\n"
+              "                   rest on the pool, the limiter on (split, split-pipelined)", bench_split_run},
     {"clblast", bench_clblast_help, bench_clblast_run},
 };
 #define NMODES (sizeof modes / sizeof modes[0])
@@ -42,6 +47,7 @@ enum {
   OPT_QUICK,
   OPT_JSON,
   OPT_VERBOSE,
+  OPT_MODEL,
   OPT_MODE
 };
 
@@ -53,6 +59,7 @@ static const struct option fixed_options[] = {
     {"quick", no_argument, NULL, OPT_QUICK},
     {"json", no_argument, NULL, OPT_JSON},
     {"verbose", no_argument, NULL, OPT_VERBOSE},
+    {"model", required_argument, NULL, OPT_MODEL},
     {"help", no_argument, NULL, 'h'},
 };
 #define NFIXED (sizeof fixed_options / sizeof fixed_options[0])
@@ -112,6 +119,11 @@ static void usage(FILE *f) {
           "  --warmup N       untimed runs before the warm measurement (default %d)\n"
           "  --quick          a smoke test of a few seconds: 2048x2048 and 4096x4096, 1 and\n"
           "                   all threads, %d runs after %d warm-up (explicit options win)\n"
+          "  --model NAME     instead of the shapes, a model's token of products in decode\n"
+          "                   order (per layer Q, K, V, O, gate, up, down, then the head):\n"
+          "                   bonsai-8b (253 products) or bonsai-1.7b (197); with --card and\n"
+          "                   --split, pipelined (the token one batch, one wait) and with\n"
+          "                   round trips (a wait per group: Q/K/V, O, gate/up, down)\n"
           "  --json           one JSON object on stdout instead of the table\n"
           "  --verbose        progress on stderr\n"
           "  -h, --help       show this help and exit\n"
@@ -209,6 +221,13 @@ static int apply_option(struct bench_args *args, int c, char **argv) {
   case OPT_QUICK: args->quick = true; return 0;
   case OPT_JSON: args->cfg.json = true; return 0;
   case OPT_VERBOSE: args->cfg.verbose = true; return 0;
+  case OPT_MODEL:
+    if (!(args->cfg.model = bench_model_find(optarg))) {
+      char why[96];
+      snprintf(why, sizeof why, "no such model (known: %s)", bench_model_names());
+      return bad_value("--model", optarg, why);
+    }
+    return 0;
   case 'h': args->help = true; return 0;
   default:
     if (c >= OPT_MODE && c < OPT_MODE + (int)NMODES) {

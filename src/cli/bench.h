@@ -24,7 +24,19 @@ struct bench_config {
   long runs;   /* timed runs per measurement */
   long warmup; /* untimed runs before the warm measurement */
   bool json, verbose;
+  const struct bench_model *model; /* --model: a model's token instead of the shapes */
 };
+
+/* A model's shapes (--model): per layer Q, K, V, O, gate, up, down, then the
+ * output head, in decode order. */
+struct bench_model {
+  const char *name;
+  size_t hidden, intermediate, layers, q_heads, kv_heads, head_dim, vocab;
+};
+/* The model named name, or NULL. */
+const struct bench_model *bench_model_find(const char *name);
+/* "bonsai-8b, bonsai-1.7b". */
+const char *bench_model_names(void);
 
 #define BENCH_MAX_THREADS 1024 /* what bml_pool_open accepts */
 
@@ -40,6 +52,9 @@ struct bench_row {
   size_t rows, n;
   int threads;       /* CPU threads; 0 for a device's library (CLBlast) */
   const char *cache; /* "warm" or "flushed" */
+  const char *label; /* shown instead of the shape (a model's name); NULL: the shape */
+  size_t products;   /* products per run (a model's token); 0: one */
+  uint64_t card_bytes; /* bytes the card reads per run (20 per 128 weights); 0: not a card row */
   double median_ms, min_ms;
   double gbps;           /* bytes read (below) / median time, in 1e9 bytes per second */
   uint64_t weight_bytes; /* the Q1_0 weights of the shape, whatever the mode reads */
@@ -58,6 +73,7 @@ struct bench_report {
   const char *cpu_path; /* bml_cpu_path() */
   const char *flush;    /* how caches were flushed: "clflush" or "stream" */
   int threads_available;
+  double card_read_gbps; /* the card's read bandwidth, measured by the bench; 0: not measured */
   long runs, warmup;
   time_t started;
   struct bench_row *rows;
@@ -74,6 +90,19 @@ struct bench_mode {
 };
 
 int bench_cpu_run(const struct bench_config *cfg, struct bench_report *rep);
+/* --card and --split (bench_card.c); with --model, bench_model.c's token. */
+int bench_card_run(const struct bench_config *cfg, struct bench_report *rep);
+int bench_split_run(const struct bench_config *cfg, struct bench_report *rep);
+int bench_model_run(const struct bench_config *cfg, struct bench_report *rep, const char *mode);
+/* Opens a pool of the largest thread count and a worker on it (card_alone:
+ * share 1 and limit 1).  Returns 0 or an error, said on stderr. */
+int bench_worker_open(const struct bench_config *cfg, bool card_alone, bml_pool **pool, bml_worker **w,
+                      struct bench_report *rep);
+/* Names the worker's card in rep->device and measures its read bandwidth once. */
+void bench_note_device(struct bench_report *rep, bml_worker *w);
+/* The read bandwidth of the first selected card, in GB/s, by a streaming
+ * kernel of the command's own (bench_bandwidth.c); 0 when it cannot run. */
+double bench_card_read_gbps(void);
 /* --clblast (bench_clblast.c, or bench_clblast_none.c in a build without
  * CLBlast, where run says so and returns BML_ENOTSUP). */
 extern const char bench_clblast_help[];
@@ -83,6 +112,9 @@ int bench_clblast_run(const struct bench_config *cfg, struct bench_report *rep);
  * pseudo-random operands for this shape: the same in every mode and on
  * every run.  Returns 0 or what bml_q8_0_quantize returns. */
 int bench_random_operands(size_t rows, size_t n, bml_block_q1_0 *w, bml_block_q8_0 *a);
+/* The same with a variant number, for matrices of one shape that must
+ * differ (a model's layers, a pipeline's activations); w or a may be NULL. */
+int bench_random_operands_seeded(size_t rows, size_t n, uint64_t variant, bml_block_q1_0 *w, bml_block_q8_0 *a);
 /* CLOCK_MONOTONIC in milliseconds.  Cannot fail. */
 double bench_now_ms(void);
 /* Sorts ms[0..n) and sets row's median_ms, min_ms and gbps (from

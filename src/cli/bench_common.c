@@ -45,9 +45,14 @@ static int fill_activation(uint64_t *s, bml_block_q8_0 *a, size_t n) {
 }
 
 int bench_random_operands(size_t rows, size_t n, bml_block_q1_0 *w, bml_block_q8_0 *a) {
-  uint64_t seed = 0x9e3779b97f4a7c15u ^ ((uint64_t)rows << 32) ^ (uint64_t)n;
-  fill_weights(&seed, w, rows * (n / BML_Q1_0_BLOCK));
-  return fill_activation(&seed, a, n);
+  return bench_random_operands_seeded(rows, n, 0, w, a);
+}
+
+int bench_random_operands_seeded(size_t rows, size_t n, uint64_t variant, bml_block_q1_0 *w, bml_block_q8_0 *a) {
+  uint64_t seed = 0x9e3779b97f4a7c15u ^ ((uint64_t)rows << 32) ^ (uint64_t)n ^ (variant * 0xd1b54a32d192ed03u);
+  if (seed == 0) seed = 1; /* xorshift's one fixed point */
+  if (w) fill_weights(&seed, w, rows * (n / BML_Q1_0_BLOCK));
+  return a ? fill_activation(&seed, a, n) : 0;
 }
 
 double bench_now_ms(void) {

@@ -137,6 +137,7 @@ static int bench_product(const struct bench_config *cfg, struct product *p,
 }
 
 int bench_cpu_run(const struct bench_config *cfg, struct bench_report *rep) {
+  if (cfg->model) return bench_model_run(cfg, rep, "cpu");
   struct cache_flusher *flush = NULL;
   double *ms = malloc((size_t)cfg->runs * sizeof *ms);
   int rc = ms ? cache_flusher_open(&flush) : BML_ENOMEM;

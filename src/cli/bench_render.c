@@ -44,7 +44,20 @@ static void format_time(time_t t, bool iso, char *buf, size_t size) {
 }
 
 static void format_shape(const struct bench_row *row, char *buf, size_t size) {
-  snprintf(buf, size, "%zux%zu", row->rows, row->n);
+  if (row->label)
+    snprintf(buf, size, "%s", row->label);
+  else
+    snprintf(buf, size, "%zux%zu", row->rows, row->n);
+}
+
+/* GB/s of the bytes the card reads (its repacked weights), and that as a
+ * share of the card's read bandwidth the bench measured. */
+static double card_gbps(const struct bench_row *r) {
+  return r->card_bytes && r->median_ms > 0 ? (double)r->card_bytes / (r->median_ms * 1e6) : 0;
+}
+
+static double products_per_s(const struct bench_row *r) {
+  return r->median_ms > 0 ? (double)(r->products ? r->products : 1) / (r->median_ms * 1e-3) : 0;
 }
 
 static int write_error(void) {
@@ -63,6 +76,8 @@ static void text_header(const struct bench_report *rep, FILE *f) {
           bml_version_string(), rep->modes, date, rep->cpu_path, rep->threads_available, rep->runs,
           rep->warmup, rep->flush);
   if (rep->device[0]) fprintf(f, "device: %s\n", rep->device);
+  if (rep->card_read_gbps > 0)
+    fprintf(f, "card read bandwidth, measured by a streaming kernel: %.0f GB/s\n", rep->card_read_gbps);
 }
 
 /* The exact column: bit-exact or not, or, for a baseline, its bound's verdict. */
@@ -100,18 +115,31 @@ int bench_render_text(const struct bench_report *rep, FILE *f) {
     if ((int)strlen(shape) > shape_w) shape_w = (int)strlen(shape);
   }
   int mode_w = mode_width(rep);
+  bool with_card = false, with_products = false;
+  for (size_t i = 0; i < rep->nrows; i++) {
+    with_card |= rep->rows[i].card_bytes != 0;
+    with_products |= rep->rows[i].products != 0;
+  }
   text_header(rep, f);
   if (with_mode) fprintf(f, "%-*s ", mode_w, "mode");
-  fprintf(f, "%-*s %7s  %-7s %11s %11s %9s  %s\n", shape_w, "shape", "threads", "cache",
-          "median ms", "min ms", "GB/s", "exact");
+  fprintf(f, "%-*s %7s  %-7s %11s %11s %9s", shape_w, "shape", "threads", "cache", "median ms", "min ms", "GB/s");
+  if (with_card) fprintf(f, " %9s %7s", "card GB/s", "% read");
+  if (with_products) fprintf(f, " %11s", "products/s");
+  fprintf(f, "  %s\n", "exact");
   for (size_t i = 0; i < rep->nrows; i++) {
     const struct bench_row *r = &rep->rows[i];
     format_shape(r, shape, sizeof shape);
     char threads[16] = "-"; /* 0: a device's library, no CPU threads */
     if (r->threads > 0) snprintf(threads, sizeof threads, "%d", r->threads);
     if (with_mode) fprintf(f, "%-*s ", mode_w, r->mode);
-    fprintf(f, "%-*s %7s  %-7s %11.4f %11.4f %9.2f  %s\n", shape_w, shape, threads, r->cache,
-            r->median_ms, r->min_ms, r->gbps, check_text(r));
+    fprintf(f, "%-*s %7s  %-7s %11.4f %11.4f %9.2f", shape_w, shape, threads, r->cache, r->median_ms, r->min_ms,
+            r->gbps);
+    if (with_card && r->card_bytes)
+      fprintf(f, " %9.1f %6.1f%%", card_gbps(r), rep->card_read_gbps > 0 ? 100 * card_gbps(r) / rep->card_read_gbps : 0);
+    else if (with_card)
+      fprintf(f, " %9s %7s", "-", "-");
+    if (with_products) fprintf(f, " %11.0f", products_per_s(r));
+    fprintf(f, "  %s\n", check_text(r));
   }
   text_footnote(rep, f);
   return ferror(f) ? write_error() : 0;
@@ -142,7 +170,17 @@ static json_t *json_row(const struct bench_row *r) {
       r->cache, "median_ms", r->median_ms, "min_ms", r->min_ms, "gbps", r->gbps, "weight_bytes",
       (json_int_t)r->weight_bytes, "bytes_read", (json_int_t)bytes_read, "check",
       r->check == BENCH_CHECK_EXACT ? "exact" : "tolerance", "exact", r->exact);
-  return json_add_tolerance(row, r);
+  row = json_add_tolerance(row, r);
+  if (row && r->label) json_object_set_new(row, "label", json_string(r->label));
+  if (row && r->products) {
+    json_object_set_new(row, "products_per_run", json_integer((json_int_t)r->products));
+    json_object_set_new(row, "products_per_s", json_real(products_per_s(r)));
+  }
+  if (row && r->card_bytes) {
+    json_object_set_new(row, "card_bytes", json_integer((json_int_t)r->card_bytes));
+    json_object_set_new(row, "card_gbps", json_real(card_gbps(r)));
+  }
+  return row;
 }
 
 static json_t *json_report(const struct bench_report *rep) {
@@ -159,10 +197,11 @@ static json_t *json_report(const struct bench_report *rep) {
   /* "o" hands results and device over to the object, even when json_pack
    * fails; device is null when no device mode ran. */
   json_t *device = rep->device[0] ? json_string(rep->device) : json_null();
-  return json_pack("{s:i, s:s, s:s, s:s, s:o, s:s, s:s, s:i, s:I, s:I, s:o}", "schema", 1,
+  json_t *read = rep->card_read_gbps > 0 ? json_real(rep->card_read_gbps) : json_null();
+  return json_pack("{s:i, s:s, s:s, s:s, s:o, s:o, s:s, s:s, s:i, s:I, s:I, s:o}", "schema", 1,
                    "bankml_cl_version", bml_version_string(), "date", date, "mode", rep->modes,
-                   "device", device, "cpu_path", rep->cpu_path, "cache_flush", rep->flush,
-                   "threads_available", rep->threads_available, "runs", (json_int_t)rep->runs,
+                   "device", device, "card_read_gbps", read, "cpu_path", rep->cpu_path, "cache_flush",
+                   rep->flush, "threads_available", rep->threads_available, "runs", (json_int_t)rep->runs,
                    "warmup", (json_int_t)rep->warmup, "results", results);
 }
 

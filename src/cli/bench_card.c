@@ -1,0 +1,166 @@
+/* bench_card.c -- `bankml-cl bench --card` and `--split`: the worker on each shape, one product at a time and pipelined. */
+#define _POSIX_C_SOURCE 200809L
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "bankml-cl.h"
+#include "bench.h"
+
+/* Products a pipelined measurement enqueues back to back before its wait. */
+#define PIPELINE 32
+
+int bench_worker_open(const struct bench_config *cfg, bool card_alone, bml_pool **pool, bml_worker **w,
+                      struct bench_report *rep) {
+  int threads = cfg->threads[cfg->nthreads - 1]; /* the largest count asked for */
+  int rc = bml_pool_open(threads, pool);
+  if (rc != 0) {
+    fprintf(stderr, "bankml-cl bench: cannot open a pool of %d threads: %s\n", threads, bml_strerror(rc));
+    return rc;
+  }
+  rc = bml_worker_open(*pool, w);
+  if (rc == 0 && !*w) {
+    fprintf(stderr, "bankml-cl bench --%s: no card is used here (the message above says why)\n",
+            card_alone ? "card" : "split");
+    rc = BML_ENODEV;
+  } else if (rc != 0) {
+    fprintf(stderr, "bankml-cl bench: cannot open the worker: %s\n", bml_strerror(rc));
+  }
+  if (rc == 0 && card_alone) rc = bml_worker_set_share(*w, 1.0);
+  if (rc == 0 && card_alone) rc = bml_worker_set_limit(*w, 1.0); /* the card's own speed: never resting */
+  if (rc == 0) bench_note_device(rep, *w);
+  if (rc != 0) {
+    bml_worker_close(*w);
+    bml_pool_close(*pool);
+    *w = NULL, *pool = NULL;
+  }
+  return rc;
+}
+
+void bench_note_device(struct bench_report *rep, bml_worker *w) {
+  char *status = NULL;
+  if (rep->device[0] || bml_worker_status_json(w, &status) != 0) return;
+  /* "card":"NAME" is the status's first field */
+  const char *name = strstr(status, "\"card\":\"");
+  if (name) {
+    name += 8;
+    size_t len = strcspn(name, "\"");
+    snprintf(rep->device, sizeof rep->device, "%.*s", (int)len, name);
+  }
+  free(status);
+  if (rep->card_read_gbps == 0) rep->card_read_gbps = bench_card_read_gbps();
+}
+
+/* One shape's operands: PIPELINE activations (so pipelined products do not
+ * share one and are not fused into a group) and their results. */
+struct card_product {
+  size_t rows, n;
+  bml_block_q1_0 *w;
+  bml_block_q8_0 *a[PIPELINE];
+  float *want[PIPELINE], *got[PIPELINE];
+  bml_product p[PIPELINE];
+};
+
+static void card_product_free(struct card_product *c) {
+  free(c->w);
+  for (int i = 0; i < PIPELINE; i++) free(c->a[i]), free(c->want[i]), free(c->got[i]);
+  memset(c, 0, sizeof *c);
+}
+
+static int card_product_init(struct card_product *c, const struct bench_shape *s) {
+  memset(c, 0, sizeof *c);
+  c->rows = s->rows, c->n = s->n;
+  c->w = malloc(s->rows * (s->n / BML_Q1_0_BLOCK) * sizeof *c->w);
+  int rc = c->w ? 0 : BML_ENOMEM;
+  for (int i = 0; rc == 0 && i < PIPELINE; i++) {
+    c->a[i] = malloc(s->n / BML_Q8_0_BLOCK * sizeof *c->a[i]);
+    c->want[i] = malloc(s->rows * sizeof(float));
+    c->got[i] = malloc(s->rows * sizeof(float));
+    rc = c->a[i] && c->want[i] && c->got[i] ? 0 : BML_ENOMEM;
+    if (rc == 0) rc = bench_random_operands_seeded(s->rows, s->n, (uint64_t)i, i == 0 ? c->w : NULL, c->a[i]);
+    if (rc == 0) rc = bml_q1_0_mat_vec(c->w, s->rows, s->n, c->a[i], c->want[i]);
+    c->p[i] = (bml_product){"bench", c->w, s->rows, s->n, c->a[i], c->got[i]};
+  }
+  if (rc != 0) {
+    fprintf(stderr, "bankml-cl bench: %zux%zu: %s\n", s->rows, s->n, bml_strerror(rc));
+    card_product_free(c);
+  }
+  return rc;
+}
+
+static bool results_exact(const struct card_product *c, int count) {
+  for (int i = 0; i < count; i++)
+    if (memcmp(c->got[i], c->want[i], c->rows * sizeof(float)) != 0) return false;
+  return true;
+}
+
+/* One timed run: `count` products as one batch (1: a single product and
+ * its wait, a round trip).  *ms is per product. */
+static int timed(bml_worker *w, struct card_product *c, int count, double *ms) {
+  for (int i = 0; i < count; i++) memset(c->got[i], 0xa5, c->rows * sizeof(float));
+  double t0 = bench_now_ms();
+  int rc = bml_worker_mat_vec_batch(w, c->p, (size_t)count);
+  *ms = (bench_now_ms() - t0) / count;
+  if (rc != 0) fprintf(stderr, "bankml-cl bench: %zux%zu: %s\n", c->rows, c->n, bml_strerror(rc));
+  return rc;
+}
+
+static int measure(const struct bench_config *cfg, bml_worker *w, struct card_product *c, const char *mode,
+                   int count, int threads, struct bench_report *rep) {
+  double *ms = calloc((size_t)cfg->runs, sizeof *ms), ignored;
+  if (!ms) return BML_ENOMEM;
+  int rc = 0;
+  bool exact = true;
+  for (long i = 0; rc == 0 && i < cfg->warmup + 1; i++) rc = timed(w, c, count, &ignored); /* +1: the upload */
+  for (long i = 0; rc == 0 && i < cfg->runs; i++) {
+    rc = timed(w, c, count, &ms[i]);
+    exact &= results_exact(c, count);
+  }
+  struct bench_row row = {.mode = mode, .rows = c->rows, .n = c->n, .threads = threads, .cache = "warm",
+                          .weight_bytes = c->rows * (c->n / BML_Q1_0_BLOCK) * sizeof(bml_block_q1_0),
+                          .card_bytes = threads == 0 ? c->rows * (c->n / BML_Q1_0_BLOCK) * 20 : 0, /* the card alone */
+                          .exact = exact};
+  if (rc == 0) {
+    bench_summarize(ms, cfg->runs, &row);
+    bench_progress(cfg, "%s %zux%zu: median %.4f ms per product, %s", mode, c->rows, c->n, row.median_ms,
+                   exact ? "exact" : "NOT EXACT");
+    rc = bench_report_add(rep, &row);
+  }
+  free(ms);
+  return rc;
+}
+
+/* Every shape: one product at a time (each its own round trip), and
+ * PIPELINE products back to back with one wait. */
+static int run_shapes(const struct bench_config *cfg, struct bench_report *rep, bool card_alone) {
+  bml_pool *pool;
+  bml_worker *w;
+  int rc = bench_worker_open(cfg, card_alone, &pool, &w, rep);
+  if (rc != 0) return rc;
+  const char *single = card_alone ? "card" : "split", *piped = card_alone ? "card-pipelined" : "split-pipelined";
+  int threads = card_alone ? 0 : bml_pool_threads(pool);
+  for (size_t s = 0; rc == 0 && s < cfg->nshapes; s++) {
+    struct card_product c;
+    rc = card_product_init(&c, &cfg->shapes[s]);
+    if (rc == 0) rc = measure(cfg, w, &c, single, 1, threads, rep);
+    if (rc == 0) rc = measure(cfg, w, &c, piped, PIPELINE, threads, rep);
+    card_product_free(&c);
+    bml_worker_release(w); /* the next shape starts from an empty card */
+  }
+  if (rc == 0 && cfg->verbose) {
+    char *status = NULL;
+    if (bml_worker_status_json(w, &status) == 0) fprintf(stderr, "bankml-cl bench: worker status: %s\n", status);
+    free(status);
+  }
+  bml_worker_close(w);
+  bml_pool_close(pool);
+  return rc;
+}
+
+int bench_card_run(const struct bench_config *cfg, struct bench_report *rep) {
+  return cfg->model ? bench_model_run(cfg, rep, "card") : run_shapes(cfg, rep, true);
+}
+
+int bench_split_run(const struct bench_config *cfg, struct bench_report *rep) {
+  return cfg->model ? bench_model_run(cfg, rep, "split") : run_shapes(cfg, rep, false);
+}

@@ -1,0 +1,201 @@
+/* bench_model.c -- `bankml-cl bench --model NAME`: a model's token of matrix products, in decode order, on the CPU, the card or both. */
+#define _POSIX_C_SOURCE 200809L
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "bankml-cl.h"
+#include "bench.h"
+
+static const struct bench_model models[] = {
+    /* name, hidden, intermediate, layers, query heads, key/value heads, head size, vocabulary */
+    {"bonsai-8b", 4096, 12288, 36, 32, 8, 128, 151936},
+    {"bonsai-1.7b", 2048, 6144, 28, 16, 8, 128, 151936},
+};
+
+const struct bench_model *bench_model_find(const char *name) {
+  for (size_t i = 0; i < sizeof models / sizeof models[0]; i++)
+    if (strcmp(models[i].name, name) == 0) return &models[i];
+  return NULL;
+}
+
+const char *bench_model_names(void) { return "bonsai-8b, bonsai-1.7b"; }
+
+/* A token: every matrix (its own weights, as a real model's are), the
+ * activations (one per group: Q/K/V share one, gate/up another), the
+ * products in decode order and the groups they form. */
+struct token {
+  const struct bench_model *m;
+  size_t nproducts, ngroups;
+  bml_product *p;
+  size_t *group_first; /* ngroups + 1 */
+  bml_block_q1_0 **w;  /* one per product */
+  bml_block_q8_0 **a;  /* one per group */
+  float **want;        /* the CPU's results, one per product */
+  uint64_t weight_bytes, card_bytes;
+};
+
+static void token_free(struct token *t) {
+  for (size_t i = 0; t->w && i < t->nproducts; i++) free(t->w[i]), free(t->want[i]), free(t->p[i].out);
+  for (size_t i = 0; t->a && i < t->ngroups; i++) free(t->a[i]);
+  free(t->w), free(t->want), free(t->a), free(t->p), free(t->group_first);
+  memset(t, 0, sizeof *t);
+}
+
+/* The shapes of layer products k = 0..6 (Q, K, V, O, gate, up, down) and
+ * the head (k = 7). */
+static void shape_of(const struct bench_model *m, int k, size_t *rows, size_t *n) {
+  const size_t q = m->q_heads * m->head_dim, kv = m->kv_heads * m->head_dim;
+  const size_t r[8] = {q, kv, kv, m->hidden, m->intermediate, m->intermediate, m->hidden, m->vocab};
+  const size_t c[8] = {m->hidden, m->hidden, m->hidden, q, m->hidden, m->hidden, m->intermediate, m->hidden};
+  *rows = r[k], *n = c[k];
+}
+
+/* Which group product k of a layer is in: Q/K/V, O, gate/up, down. */
+static const int group_of[8] = {0, 0, 0, 1, 2, 2, 3, 4};
+
+static int add_product(struct token *t, int k, size_t layer) {
+  static const char *const names[8] = {"q", "k", "v", "o", "gate", "up", "down", "head"};
+  size_t i = t->nproducts, rows, n;
+  shape_of(t->m, k, &rows, &n);
+  bool first_of_group = k == 0 || group_of[k] != group_of[k - 1];
+  if (first_of_group) {
+    t->group_first[t->ngroups] = i;
+    t->a[t->ngroups] = malloc(n / BML_Q8_0_BLOCK * sizeof(bml_block_q8_0));
+    if (!t->a[t->ngroups]) return BML_ENOMEM;
+    t->ngroups++;
+  }
+  t->w[i] = malloc(rows * (n / BML_Q1_0_BLOCK) * sizeof(bml_block_q1_0));
+  t->want[i] = malloc(rows * sizeof(float));
+  float *out = malloc(rows * sizeof(float));
+  t->p[i] = (bml_product){names[k], t->w[i], rows, n, t->a[t->ngroups - 1], out};
+  t->nproducts++;
+  if (!t->w[i] || !t->want[i] || !out) return BML_ENOMEM;
+  uint64_t variant = layer * 8 + (uint64_t)k;
+  int rc = bench_random_operands_seeded(rows, n, variant, t->w[i], first_of_group ? t->a[t->ngroups - 1] : NULL);
+  t->weight_bytes += rows * (n / BML_Q1_0_BLOCK) * sizeof(bml_block_q1_0);
+  t->card_bytes += rows * (n / BML_Q1_0_BLOCK) * 20;
+  return rc;
+}
+
+static int token_init(struct token *t, const struct bench_model *m) {
+  memset(t, 0, sizeof *t);
+  t->m = m;
+  size_t max = m->layers * 7 + 1;
+  t->p = calloc(max, sizeof *t->p);
+  t->w = calloc(max, sizeof *t->w);
+  t->want = calloc(max, sizeof *t->want);
+  t->a = calloc(max, sizeof *t->a);
+  t->group_first = calloc(max + 1, sizeof *t->group_first);
+  int rc = t->p && t->w && t->want && t->a && t->group_first ? 0 : BML_ENOMEM;
+  for (size_t layer = 0; rc == 0 && layer < m->layers; layer++)
+    for (int k = 0; rc == 0 && k < 7; k++) rc = add_product(t, k, layer);
+  if (rc == 0) rc = add_product(t, 7, m->layers);
+  if (rc == 0) t->group_first[t->ngroups] = t->nproducts;
+  if (rc != 0) {
+    fprintf(stderr, "bankml-cl bench --model %s: %s\n", m->name, bml_strerror(rc));
+    token_free(t);
+  }
+  return rc;
+}
+
+/* The CPU's bits of every product, once. */
+static int token_reference(struct token *t, bml_pool *pool) {
+  for (size_t i = 0; i < t->nproducts; i++) {
+    const bml_product *p = &t->p[i];
+    int rc = bml_pool_q1_0_mat_vec(pool, p->wts, p->rows, p->n, p->act, t->want[i]);
+    if (rc != 0) return rc;
+  }
+  return 0;
+}
+
+static bool token_exact(const struct token *t) {
+  for (size_t i = 0; i < t->nproducts; i++)
+    if (memcmp(t->p[i].out, t->want[i], t->p[i].rows * sizeof(float)) != 0) return false;
+  return true;
+}
+
+/* One token on the CPU alone: each product on the pool. */
+static int run_cpu(const struct token *t, bml_pool *pool, bml_worker *w, bool round_trips) {
+  (void)w, (void)round_trips;
+  for (size_t i = 0; i < t->nproducts; i++) {
+    const bml_product *p = &t->p[i];
+    int rc = bml_pool_q1_0_mat_vec(pool, p->wts, p->rows, p->n, p->act, p->out);
+    if (rc != 0) return rc;
+  }
+  return 0;
+}
+
+/* One token through the worker: one batch (pipelined: one wait), or one
+ * batch per group (a wait for each, as an engine whose CPU work between
+ * the groups needs their results). */
+static int run_worker(const struct token *t, bml_pool *pool, bml_worker *w, bool round_trips) {
+  (void)pool;
+  if (!round_trips) return bml_worker_mat_vec_batch(w, t->p, t->nproducts);
+  for (size_t g = 0; g < t->ngroups; g++) {
+    size_t first = t->group_first[g], count = t->group_first[g + 1] - first;
+    int rc = bml_worker_mat_vec_batch(w, t->p + first, count);
+    if (rc != 0) return rc;
+  }
+  return 0;
+}
+
+typedef int (*token_fn)(const struct token *t, bml_pool *pool, bml_worker *w, bool round_trips);
+
+static int measure(const struct bench_config *cfg, struct token *t, bml_pool *pool, bml_worker *w,
+                   token_fn fn, bool round_trips, const char *mode, struct bench_report *rep) {
+  double *ms = calloc((size_t)cfg->runs, sizeof *ms);
+  if (!ms) return BML_ENOMEM;
+  int rc = 0;
+  bool exact = true;
+  for (long i = 0; rc == 0 && i < cfg->warmup + 1; i++) rc = fn(t, pool, w, round_trips); /* +1: uploads */
+  for (long i = 0; rc == 0 && i < cfg->runs; i++) {
+    for (size_t k = 0; k < t->nproducts; k++) memset(t->p[k].out, 0xa5, t->p[k].rows * sizeof(float));
+    double t0 = bench_now_ms();
+    rc = fn(t, pool, w, round_trips);
+    ms[i] = bench_now_ms() - t0;
+    exact &= token_exact(t);
+  }
+  struct bench_row row = {.mode = mode, .label = t->m->name, .products = t->nproducts,
+                          .threads = w && strncmp(mode, "card", 4) == 0 ? 0 : bml_pool_threads(pool),
+                          .cache = "warm", .weight_bytes = t->weight_bytes,
+                          .card_bytes = w && strncmp(mode, "card", 4) == 0 ? t->card_bytes : 0, .exact = exact};
+  if (rc == 0) {
+    bench_summarize(ms, cfg->runs, &row);
+    bench_progress(cfg, "%s %s: %.3f ms per token, %s", mode, t->m->name, row.median_ms, exact ? "exact" : "NOT EXACT");
+    rc = bench_report_add(rep, &row);
+  } else {
+    fprintf(stderr, "bankml-cl bench --model %s (%s): %s\n", t->m->name, mode, bml_strerror(rc));
+  }
+  free(ms);
+  return rc;
+}
+
+int bench_model_run(const struct bench_config *cfg, struct bench_report *rep, const char *mode) {
+  bml_pool *pool = NULL;
+  bml_worker *w = NULL;
+  bool on_cpu = strcmp(mode, "cpu") == 0;
+  int rc = on_cpu ? bml_pool_open(cfg->threads[cfg->nthreads - 1], &pool)
+                  : bench_worker_open(cfg, strcmp(mode, "card") == 0, &pool, &w, rep);
+  if (rc != 0) return rc;
+  struct token t;
+  bench_progress(cfg, "building %s's matrices", cfg->model->name);
+  rc = token_init(&t, cfg->model);
+  if (rc == 0) rc = token_reference(&t, pool);
+  /* the rows keep these names: string constants, not buffers */
+  bool card = strcmp(mode, "card") == 0;
+  const char *piped = card ? "card-pipelined" : "split-pipelined";
+  const char *trips = card ? "card-round-trips" : "split-round-trips";
+  if (rc == 0 && on_cpu) rc = measure(cfg, &t, pool, NULL, run_cpu, false, "cpu", rep);
+  if (rc == 0 && !on_cpu) rc = measure(cfg, &t, pool, w, run_worker, false, piped, rep);
+  if (rc == 0 && !on_cpu) rc = measure(cfg, &t, pool, w, run_worker, true, trips, rep);
+  if (rc == 0 && w && cfg->verbose) {
+    char *status = NULL;
+    if (bml_worker_status_json(w, &status) == 0) fprintf(stderr, "bankml-cl bench: worker status: %s\n", status);
+    free(status);
+  }
+  if (t.p) token_free(&t);
+  bml_worker_close(w);
+  bml_pool_close(pool);
+  return rc;
+}

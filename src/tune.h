@@ -1,0 +1,17 @@
+/* tune.h -- per-card tunables of q1_0_mat_vec_t, measured once and remembered. */
+#ifndef BML_TUNE_H
+#define BML_TUNE_H
+
+#include "card.h"
+
+/* Sets c's tunables for later builds: those remembered for this device,
+ * driver and bankml-cl version (in $BANKML_CACHE_DIR/tuning.json, else
+ * $XDG_CACHE_HOME/bankml-cl/, else ~/.cache/bankml-cl/), else the fastest
+ * of the candidates on a 12288x4096 product, which is then remembered.
+ * Returns 0, or an error of the measurement (the defaults are then set). */
+int bml__tune(bml__card *c, const bml__cl_info *ci);
+
+/* Tests: no measuring (the remembered or default tunables only). */
+void bml__tune_disable(bool off);
+
+#endif
