@@ -235,6 +235,91 @@ void q1_0_mat_vec_t(__global const uint4 *restrict bits, __global const float *r
   if (r < rows) out[r] = bml_reduce8(acc);
 }
 
+/*
+ * q1_0_mat_vec_p: the same arithmetic as q1_0_mat_vec_t, with the rows'
+ * work spread over many more work-items, for cards where a work-item per
+ * row leaves most of the chip idle (a 4096-row matrix is 4096 work-items).
+ * A work-group takes BML_PROWS rows; for each tile of BML_PTILE blocks it
+ * (1) tabulates the products d1*s, (2) computes every (row, block)'s eight
+ * lanes' ab from the table, one pair per work-item, into local memory with
+ * the block's d0, and (3) runs each (row, lane)'s chain
+ * acc = fma(d0, ab, acc) over the tile's blocks, in order: the only
+ * sequential part, one fma per block.  The lanes are joined at the end.
+ */
+#ifndef BML_PWG
+#define BML_PWG 512 /* work-items per work-group */
+#endif
+#ifndef BML_PROWS
+#define BML_PROWS 128 /* rows per work-group */
+#endif
+#ifndef BML_PTILE
+#define BML_PTILE 4 /* blocks per tile */
+#endif
+#define BML_PCH ((BML_PROWS * 8 + BML_PWG - 1) / BML_PWG) /* lane chains per work-item */
+
+__kernel __attribute__((reqd_work_group_size(BML_PWG, 1, 1)))
+void q1_0_mat_vec_p(__global const uint4 *restrict bits, __global const float *restrict d0,
+                    __global const char *restrict act_base, const uint act_off, const uint rows,
+                    const uint nb, __global float *restrict out_base, const uint out_off) {
+  __local float tab[BML_PTILE * 512];        /* [block][sub-block][lane][pattern] */
+  __local float abl[BML_PTILE * 9 * BML_PROWS]; /* [block][lane, then d0][row] */
+  const uint lid = get_local_id(0), row0 = get_group_id(0) * BML_PROWS;
+  const uint n = nb * 128u;
+  __global const char4 *q = (__global const char4 *)(act_base + act_off);
+  __global const char4 *nq = (__global const char4 *)(act_base + act_off + n);
+  __global const float *d1 = (__global const float *)(act_base + act_off + 2u * n);
+  __global float *out = out_base + out_off;
+  float acc[BML_PCH];
+  for (uint i = 0; i < BML_PCH; i++) acc[i] = 0.0f;
+  for (uint tb = 0; tb < nb; tb += BML_PTILE) {
+    const uint tk = min((uint)BML_PTILE, nb - tb);
+    for (uint e = lid; e < tk * 512u; e += BML_PWG) { /* (1) the table */
+      const uint p = e & 15u, l = (e >> 4) & 7u, sk = tb * 4u + (e >> 7);
+      const char4 qq = q[8u * sk + l], nn = nq[8u * sk + l];
+      const int s = ((p & 1u) ? qq.x : nn.x) + ((p & 2u) ? qq.y : nn.y) + ((p & 4u) ? qq.z : nn.z) +
+                    ((p & 8u) ? qq.w : nn.w);
+      tab[e] = d1[sk] * (float)s;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (uint pr = lid; pr < BML_PROWS * tk; pr += BML_PWG) { /* (2) ab of (row, block) pairs */
+      const uint r = pr % BML_PROWS, b = pr / BML_PROWS, row = row0 + r;
+      if (row < rows) {
+        const uint4 w = bits[(tb + b) * rows + row];
+        __local const float *t = tab + b * 512u;
+        __local float *o = abl + b * 9u * BML_PROWS + r;
+        for (uint l = 0; l < 8u; l++) {
+          const uint sh = 4u * l;
+          float ab = t[l * 16u + ((w.x >> sh) & 15u)];
+          ab = ab + t[128u + l * 16u + ((w.y >> sh) & 15u)];
+          ab = ab + t[256u + l * 16u + ((w.z >> sh) & 15u)];
+          ab = ab + t[384u + l * 16u + ((w.w >> sh) & 15u)];
+          o[l * BML_PROWS] = ab;
+        }
+        o[8u * BML_PROWS] = d0[(tb + b) * rows + row];
+      }
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (uint i = 0; i < BML_PCH; i++) { /* (3) the chains, in block order */
+      const uint c = lid + i * BML_PWG, r = c % BML_PROWS, l = c / BML_PROWS;
+      if (c < BML_PROWS * 8u && row0 + r < rows)
+        for (uint b = 0; b < tk; b++)
+          acc[i] = BML_OUTER(abl[(b * 9u + 8u) * BML_PROWS + r], abl[(b * 9u + l) * BML_PROWS + r], acc[i]);
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  for (uint i = 0; i < BML_PCH; i++) { /* join the lanes */
+    const uint c = lid + i * BML_PWG;
+    if (c < BML_PROWS * 8u) abl[c] = acc[i]; /* [lane][row] */
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (uint r = lid; r < BML_PROWS; r += BML_PWG) {
+    if (row0 + r >= rows) continue;
+    float a[8];
+    for (uint l = 0; l < 8u; l++) a[l] = abl[l * BML_PROWS + r];
+    out[row0 + r] = bml_reduce8(a);
+  }
+}
+
 /* The fma probe: out[i] = fma(a[i], b[i], c[i]) with the device's fma, and
  * with the emulation, so the host can compare both with a correctly rounded
  * fma on cases where fused and unfused results differ. */

@@ -11,10 +11,11 @@ typedef enum {
   BML_KERNEL_MAT_VEC = 0,   /* a work-item per row */
   BML_KERNEL_MAT_VEC8 = 1,  /* eight work-items per row, one per lane */
   BML_KERNEL_MAT_VEC_T = 2, /* a work-item per row, products tabulated in local memory */
+  BML_KERNEL_MAT_VEC_P = 3, /* the same, a row's work spread over many work-items */
   BML_KERNEL_COUNT
 } bml__kernel_id;
 
-/* "q1_0_mat_vec", "q1_0_mat_vec8", "q1_0_mat_vec_t". */
+/* "q1_0_mat_vec", "q1_0_mat_vec8", "q1_0_mat_vec_t", "q1_0_mat_vec_p". */
 const char *bml__kernel_name(bml__kernel_id k);
 
 /* One build of cl/q1_0.cl. */
@@ -38,12 +39,17 @@ typedef struct bml__card {
   size_t max_chunk_rows; /* test hook: rows per buffer chunk (0: by max_alloc only) */
   cl_ulong local_mem;
   size_t twg, tile;      /* q1_0_mat_vec_t's tunables (-DBML_TWG, -DBML_TILE) */
+  size_t pwg, prows, ptile; /* q1_0_mat_vec_p's (-DBML_PWG, -DBML_PROWS, -DBML_PTILE) */
+  size_t p_below;           /* products of fewer rows run q1_0_mat_vec_p, the others _t (tune.c) */
 } bml__card;
 
 /* Sets q1_0_mat_vec_t's rows per work-group and blocks per table tile
  * (clamped to the device's work-group size and local memory) for later
  * builds.  Cannot fail. */
 void bml__card_set_tunables(bml__card *c, size_t twg, size_t tile);
+/* The same for q1_0_mat_vec_p: work-items per group, rows per group, blocks
+ * per tile (clamped so its local memory fits). */
+void bml__card_set_ptunables(bml__card *c, size_t pwg, size_t prows, size_t ptile);
 
 /* The work-group size of q1_0_mat_vec8 on this card (-DBML_WG): 64, or the
  * largest multiple of 8 the device allows.  Cannot fail. */
@@ -98,7 +104,9 @@ void bml__card_matrix_free(bml__card_matrix *m); /* NULL-safe, leaves m zeroed *
  * of a batch go in one, the results come out of another. */
 typedef struct {
   cl_mem buf;
-  void *host;
+  cl_mem pin;  /* the staging: driver-allocated (pinned) host memory, mapped while b lives */
+  void *host;  /* pin's mapping: copies to and from it are DMA, not staged through pageable memory */
+  cl_command_queue queue_for_unmap;
   size_t size;
 } bml__card_buf;
 

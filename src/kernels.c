@@ -140,15 +140,16 @@ int bml__card_buf_reserve(bml__card *c, bml__card_buf *b, size_t bytes) {
   bml__card_buf_free(b);
   bytes = (bytes + 4095) / 4096 * 4096;
   cl_int rc = CL_SUCCESS;
-  b->host = bml__aligned_alloc(bytes);
-  if (!b->host) return BML_ENOMEM;
-  b->buf = create_buffer(c, CL_MEM_READ_WRITE, bytes, &rc);
-  if (rc != CL_SUCCESS) {
-    bml__card_buf_free(b);
-    return rc;
-  }
+  BML_CL_TRY(BML_CAT_WORKER, rc, (b->buf = create_buffer(c, CL_MEM_READ_WRITE, bytes, &rc), rc));
+  BML_CL_TRY(BML_CAT_WORKER, rc, (b->pin = create_buffer(c, CL_MEM_READ_WRITE | CL_MEM_ALLOC_HOST_PTR, bytes, &rc), rc));
+  b->queue_for_unmap = c->queue;
+  BML_CL_TRY(BML_CAT_WORKER, rc, (b->host = clEnqueueMapBuffer(c->queue, b->pin, CL_TRUE, CL_MAP_READ | CL_MAP_WRITE, 0,
+                                                                bytes, 0, NULL, NULL, &rc), rc));
   b->size = bytes;
   return 0;
+fail:
+  bml__card_buf_free(b);
+  return rc;
 }
 
 int bml__card_buf_write(bml__card *c, bml__card_buf *b, size_t bytes) {
@@ -159,10 +160,16 @@ int bml__card_buf_read(bml__card *c, bml__card_buf *b, size_t bytes) {
   return clEnqueueReadBuffer(c->queue, b->buf, CL_FALSE, 0, bytes, b->host, 0, NULL, NULL);
 }
 
+/* Needs the queue of the card that made b: the worker and the oracle free
+ * their buffers before they close the card. */
 void bml__card_buf_free(bml__card_buf *b) {
   if (!b) return;
+  if (b->host && b->queue_for_unmap) {
+    clEnqueueUnmapMemObject(b->queue_for_unmap, b->pin, b->host, 0, NULL, NULL);
+    clFinish(b->queue_for_unmap);
+  }
+  if (b->pin) clReleaseMemObject(b->pin);
   if (b->buf) clReleaseMemObject(b->buf);
-  bml__aligned_free(b->host);
   memset(b, 0, sizeof *b);
 }
 
@@ -180,6 +187,9 @@ static void launch_sizes(const bml__card *c, bml__kernel_id k, size_t wg, size_t
   } else if (k == BML_KERNEL_MAT_VEC_T) {
     *local = c->twg; /* as -DBML_TWG */
     *global = round_up(rows, *local);
+  } else if (k == BML_KERNEL_MAT_VEC_P) {
+    *local = c->pwg; /* as -DBML_PWG: a group per BML_PROWS rows */
+    *global = (rows + c->prows - 1) / c->prows * c->pwg;
   } else {
     *local = wg ? wg : 64;
     if (*local > c->max_work_group) *local = c->max_work_group;

@@ -8,7 +8,7 @@
 extern const char bml__cl_q1_0_source[];
 
 const char *bml__kernel_name(bml__kernel_id k) {
-  static const char *const names[] = {"q1_0_mat_vec", "q1_0_mat_vec8", "q1_0_mat_vec_t"};
+  static const char *const names[] = {"q1_0_mat_vec", "q1_0_mat_vec8", "q1_0_mat_vec_t", "q1_0_mat_vec_p"};
   return (unsigned)k < BML_KERNEL_COUNT ? names[k] : "?";
 }
 
@@ -26,6 +26,7 @@ int bml__card_open(const bml__cl_info *ci, bml__card **out, char *err, size_t er
   c->cr_divide_sqrt = (ci->fp32 & CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT) != 0;
   c->local_mem = ci->local_mem;
   bml__card_set_tunables(c, 256, 8);
+  bml__card_set_ptunables(c, 512, 128, 4);
   cl_context_properties props[] = {CL_CONTEXT_PLATFORM, (cl_context_properties)ci->platform, 0};
   c->ctx = clCreateContext(props, 1, &ci->id, NULL, NULL, &rc);
   if (rc != CL_SUCCESS) {
@@ -66,6 +67,16 @@ void bml__card_set_tunables(bml__card *c, size_t twg, size_t tile) {
   c->tile = tile ? tile : 1;
 }
 
+void bml__card_set_ptunables(bml__card *c, size_t pwg, size_t prows, size_t ptile) {
+  while (pwg > 32 && pwg > c->max_work_group) pwg /= 2;
+  /* local memory: the table (ptile * 2 KiB) and ab (ptile * 9 * prows floats) */
+  while (ptile > 1 && ptile * (2048 + 36 * prows) + 1024 > c->local_mem) ptile /= 2;
+  while (prows > 8 && ptile * (2048 + 36 * prows) + 1024 > c->local_mem) prows /= 2;
+  c->pwg = pwg ? pwg : 1;
+  c->prows = prows;
+  c->ptile = ptile ? ptile : 1;
+}
+
 size_t bml__card_wg8(const bml__card *c) {
   size_t wg8 = c->max_work_group >= 64 ? 64 : c->max_work_group / 8 * 8;
   return wg8 < 8 ? 8 : wg8;
@@ -73,8 +84,8 @@ size_t bml__card_wg8(const bml__card *c) {
 
 static void build_options(const bml__card *c, bool emulate, const char *extra, char *buf, size_t len) {
   size_t wg8 = bml__card_wg8(c);
-  snprintf(buf, len, "-DBML_WG=%zu -DBML_TWG=%zu -DBML_TILE=%zu%s%s%s%s",
-           wg8, c->twg, c->tile, c->cr_divide_sqrt ? " -cl-fp32-correctly-rounded-divide-sqrt" : "",
+  snprintf(buf, len, "-DBML_WG=%zu -DBML_TWG=%zu -DBML_TILE=%zu -DBML_PWG=%zu -DBML_PROWS=%zu -DBML_PTILE=%zu%s%s%s%s",
+           wg8, c->twg, c->tile, c->pwg, c->prows, c->ptile, c->cr_divide_sqrt ? " -cl-fp32-correctly-rounded-divide-sqrt" : "",
            emulate ? " -DBML_EMULATE_FMA=1" : "", extra && *extra ? " " : "", extra ? extra : "");
 }
 

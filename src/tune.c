@@ -1,4 +1,4 @@
-/* tune.c -- q1_0_mat_vec_t's work-group size and table tile for each card: measured once, remembered per device and driver. */
+/* tune.c -- each card's kernel tunables and kernel choice: measured once, remembered per device and driver. */
 #include "tune.h"
 
 #include <errno.h>
@@ -9,20 +9,38 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* The candidates: rows per work-group and blocks per table tile. */
-static const size_t twg_candidates[] = {64, 128, 256, 512};
-static const size_t tile_candidates[] = {4, 8, 16};
+/* The candidates of q1_0_mat_vec_t (rows per work-group, blocks per tile)
+ * and of q1_0_mat_vec_p (work-items per group, rows per group, blocks per tile). */
+static const size_t t_candidates[][2] = {{64, 8}, {128, 8}, {128, 16}, {256, 8}, {256, 16}, {512, 16}};
+static const size_t p_candidates[][3] = {{256, 32, 8}, {256, 64, 4}, {512, 64, 8}, {512, 128, 4}, {1024, 128, 4},
+                                         {1024, 256, 2}};
 
-/* The measured product: the size of a model's gate/up, a few kernels back
- * to back so the launch cost is what it is in a pipeline. */
-#define TUNE_ROWS 12288
+/* The measured products: few rows (where a work-item per row leaves a big
+ * card idle) and many, both of a model's width, a few kernels back to back
+ * so the launch cost is what it is in a pipeline. */
 #define TUNE_N 4096
+#define TUNE_FEW 4096
+#define TUNE_MANY 32768
 #define TUNE_BACK_TO_BACK 8
 #define TUNE_RUNS 3
 
 static bool tuning_off;
 
 void bml__tune_disable(bool off) { tuning_off = off; }
+
+/* What the tuning decides. */
+typedef struct {
+  size_t twg, tile, pwg, prows, ptile, p_below;
+  double us_few, us_many;
+} choice;
+
+static void apply(bml__card *c, const choice *ch) {
+  bml__card_set_tunables(c, ch->twg, ch->tile);
+  bml__card_set_ptunables(c, ch->pwg, ch->prows, ch->ptile);
+  c->p_below = ch->p_below;
+}
+
+/* ---- the cache file ----------------------------------------------------------- */
 
 /* $BANKML_CACHE_DIR, else $XDG_CACHE_HOME/bankml-cl, else ~/.cache/bankml-cl. */
 static int cache_path(char *buf, size_t len) {
@@ -32,7 +50,9 @@ static int cache_path(char *buf, size_t len) {
         : xdg ? snprintf(buf, len, "%s/bankml-cl/tuning.json", xdg)
         : home ? snprintf(buf, len, "%s/.cache/bankml-cl/tuning.json", home)
                : -1;
-  return n > 0 && (size_t)n < len ? 0 : BML_EIO;
+  if (n > 0 && (size_t)n < len) return 0;
+  buf[0] = '\0';
+  return BML_EIO;
 }
 
 static bool entry_matches(json_t *e, const bml__cl_info *ci) {
@@ -43,16 +63,25 @@ static bool entry_matches(json_t *e, const bml__cl_info *ci) {
          strcmp(ver, bml_version_string()) == 0;
 }
 
+/* A whole number of the entry in [1, hi], or 0. */
+static size_t field(json_t *e, const char *name, json_int_t hi) {
+  json_int_t v = json_integer_value(json_object_get(e, name));
+  return v >= 1 && v <= hi ? (size_t)v : 0;
+}
+
 /* The remembered choice for this device, driver and version, if any. */
-static bool load(const char *path, const bml__cl_info *ci, size_t *twg, size_t *tile) {
+static bool load(const char *path, const bml__cl_info *ci, choice *ch) {
   json_t *root = json_load_file(path, 0, NULL);
   json_t *entries = json_object_get(root, "entries");
   bool found = false;
   for (size_t i = 0; !found && i < json_array_size(entries); i++) {
     json_t *e = json_array_get(entries, i);
-    json_int_t t = json_integer_value(json_object_get(e, "twg")), k = json_integer_value(json_object_get(e, "tile"));
-    if (entry_matches(e, ci) && t > 0 && t <= 4096 && k > 0 && k <= 64) {
-      *twg = (size_t)t, *tile = (size_t)k;
+    choice c = {field(e, "twg", 4096), field(e, "tile", 64), field(e, "pwg", 4096), field(e, "prows", 4096),
+                field(e, "ptile", 64), 0, 0, 0};
+    json_int_t below = json_integer_value(json_object_get(e, "p_below_rows"));
+    c.p_below = below > 0 ? (size_t)below : 0;
+    if (entry_matches(e, ci) && c.twg && c.tile && c.pwg && c.prows && c.ptile) {
+      *ch = c;
       found = true;
     }
   }
@@ -73,7 +102,7 @@ static void make_dirs(const char *path) {
 
 /* Adds (or replaces) this device's entry; a failure to write only costs a
  * measurement next time, so it is a debug message. */
-static void save(const char *path, const bml__cl_info *ci, size_t twg, size_t tile, double us) {
+static void save(const char *path, const bml__cl_info *ci, const choice *ch) {
   json_t *root = json_load_file(path, 0, NULL);
   if (!json_is_object(root)) {
     json_decref(root);
@@ -82,9 +111,13 @@ static void save(const char *path, const bml__cl_info *ci, size_t twg, size_t ti
   json_t *entries = json_object_get(root, "entries");
   for (size_t i = json_array_size(entries); i-- > 0;)
     if (entry_matches(json_array_get(entries, i), ci)) json_array_remove(entries, i);
-  json_array_append_new(entries, json_pack("{s:s, s:s, s:s, s:I, s:I, s:f}", "device", ci->name, "driver",
-                                           ci->driver_version, "bankml_cl_version", bml_version_string(), "twg",
-                                           (json_int_t)twg, "tile", (json_int_t)tile, "us_per_product", us));
+  json_array_append_new(entries, json_pack("{s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:f, s:f}", "device",
+                                           ci->name, "driver", ci->driver_version, "bankml_cl_version",
+                                           bml_version_string(), "twg", (json_int_t)ch->twg, "tile",
+                                           (json_int_t)ch->tile, "pwg", (json_int_t)ch->pwg, "prows",
+                                           (json_int_t)ch->prows, "ptile", (json_int_t)ch->ptile, "p_below_rows",
+                                           (json_int_t)ch->p_below, "us_4096x4096", ch->us_few,
+                                           "us_32768x4096", ch->us_many));
   make_dirs(path);
   char tmp[1100];
   snprintf(tmp, sizeof tmp, "%s.%ld.tmp", path, (long)getpid());
@@ -95,79 +128,122 @@ static void save(const char *path, const bml__cl_info *ci, size_t twg, size_t ti
   json_decref(root);
 }
 
-/* Microseconds per product of the current tunables: TUNE_BACK_TO_BACK
- * launches, one wait, best of TUNE_RUNS.  Returns 0 or an error. */
-static int time_build(bml__card *c, const bml__card_matrix *m, const bml_block_q8_0 *act, double *us) {
+/* ---- the measurement ---------------------------------------------------------- */
+
+typedef struct {
+  bml__card_matrix few, many;
+  bml__card_buf act, out;
+} bench;
+
+/* Microseconds per product of kernel k of build b on m: TUNE_BACK_TO_BACK
+ * launches, one wait, best of TUNE_RUNS after a warm-up. */
+static int time_kernel(bml__card *c, const bml__build *b, bml__kernel_id k, bench *t, const bml__card_matrix *m,
+                       double *us) {
+  int rc = 0;
+  *us = 1e30;
+  for (int run = 0; rc == 0 && run <= TUNE_RUNS; run++) {
+    double t0 = bml__now();
+    for (int i = 0; rc == 0 && i < TUNE_BACK_TO_BACK; i++)
+      rc = bml__card_mat_vec_enqueue(c, b, k, 0, m, &t->act, 0, &t->out, 0);
+    if (rc == 0) rc = clFinish(c->queue);
+    double per = (bml__now() - t0) * 1e6 / TUNE_BACK_TO_BACK;
+    if (run > 0 && per < *us) *us = per;
+  }
+  return rc;
+}
+
+/* Builds with the card's current tunables and times kernel k on both matrices. */
+static int time_candidate(bml__card *c, bml__kernel_id k, bench *t, double *few, double *many) {
   bml__build b;
   char *log = NULL;
-  bml__card_buf a = {0}, out = {0};
   int rc = bml__card_build(c, false, NULL, &b, &log);
   free(log);
   if (rc != 0) return rc;
-  rc = bml__card_buf_reserve(c, &a, bml__card_act_bytes(m->n));
-  if (rc == 0) rc = bml__card_buf_reserve(c, &out, m->rows * sizeof(float));
-  if (rc == 0) bml__card_act_repack(act, m->n, a.host);
-  if (rc == 0) rc = bml__card_buf_write(c, &a, bml__card_act_bytes(m->n));
-  *us = 1e30;
-  for (int run = 0; rc == 0 && run <= TUNE_RUNS; run++) { /* run 0 warms up */
-    double t0 = bml__now();
-    for (int i = 0; rc == 0 && i < TUNE_BACK_TO_BACK; i++)
-      rc = bml__card_mat_vec_enqueue(c, &b, BML_KERNEL_MAT_VEC_T, 0, m, &a, 0, &out, 0);
-    if (rc == 0) rc = clFinish(c->queue);
-    double t = (bml__now() - t0) * 1e6 / TUNE_BACK_TO_BACK;
-    if (run > 0 && t < *us) *us = t;
-  }
-  bml__card_buf_free(&a);
-  bml__card_buf_free(&out);
+  rc = time_kernel(c, &b, k, t, &t->few, few);
+  if (rc == 0) rc = time_kernel(c, &b, k, t, &t->many, many);
   bml__build_release(&b);
   return rc;
 }
 
-/* Times every candidate the device can run; leaves the best one set. */
-static int measure(bml__card *c, size_t *best_twg, size_t *best_tile, double *best_us) {
-  bml_block_q1_0 *w = malloc((size_t)TUNE_ROWS * (TUNE_N / BML_Q1_0_BLOCK) * sizeof *w);
+static int prepare(bml__card *c, bench *t) {
+  const size_t nb = TUNE_N / BML_Q1_0_BLOCK;
+  bml_block_q1_0 *w = malloc((size_t)TUNE_MANY * nb * sizeof *w);
   bml_block_q8_0 *act = malloc(TUNE_N / BML_Q8_0_BLOCK * sizeof *act);
   uint64_t seed = 0x7475e;
-  bml__card_matrix m = {0};
   int rc = w && act ? 0 : BML_ENOMEM;
   if (rc == 0) {
-    bml__gen_q1_0(&seed, w, TUNE_ROWS, TUNE_N, true);
+    bml__gen_q1_0(&seed, w, TUNE_MANY, TUNE_N, true);
     rc = bml__gen_q8_0(&seed, act, TUNE_N, true);
   }
-  bml__rows_part part = {w, TUNE_ROWS};
-  if (rc == 0) rc = bml__card_matrix_upload(c, &part, 1, TUNE_N, &m);
-  *best_us = 1e30;
-  for (size_t i = 0; rc == 0 && i < BML_ARRAY_SIZE(twg_candidates); i++)
-    for (size_t j = 0; rc == 0 && j < BML_ARRAY_SIZE(tile_candidates); j++) {
-      bml__card_set_tunables(c, twg_candidates[i], tile_candidates[j]);
-      if (c->twg != twg_candidates[i] || c->tile != tile_candidates[j]) continue; /* beyond this device */
-      double us = 1e30;
-      rc = time_build(c, &m, act, &us);
-      bml__debug(BML_CAT_BUILD, "tuning \"%s\": twg %zu tile %zu: %.1f us", c->name, c->twg, c->tile, us);
-      if (rc == 0 && us < *best_us) *best_us = us, *best_twg = c->twg, *best_tile = c->tile;
-    }
-  bml__card_matrix_free(&m);
+  bml__rows_part few = {w, TUNE_FEW}, many = {w, TUNE_MANY};
+  if (rc == 0) rc = bml__card_matrix_upload(c, &few, 1, TUNE_N, &t->few);
+  if (rc == 0) rc = bml__card_matrix_upload(c, &many, 1, TUNE_N, &t->many);
+  if (rc == 0) rc = bml__card_buf_reserve(c, &t->act, bml__card_act_bytes(TUNE_N));
+  if (rc == 0) rc = bml__card_buf_reserve(c, &t->out, TUNE_MANY * sizeof(float));
+  if (rc == 0) bml__card_act_repack(act, TUNE_N, t->act.host);
+  if (rc == 0) rc = bml__card_buf_write(c, &t->act, bml__card_act_bytes(TUNE_N));
   free(w), free(act);
   return rc;
 }
 
+static void release(bench *t) {
+  bml__card_matrix_free(&t->few);
+  bml__card_matrix_free(&t->many);
+  bml__card_buf_free(&t->act);
+  bml__card_buf_free(&t->out);
+}
+
+/* The fastest q1_0_mat_vec_t and q1_0_mat_vec_p candidates, and where each wins. */
+static int measure(bml__card *c, choice *best) {
+  bench t = {0};
+  int rc = prepare(c, &t);
+  double t_few = 1e30, t_many = 1e30, p_few = 1e30, p_many = 1e30;
+  for (size_t i = 0; rc == 0 && i < BML_ARRAY_SIZE(t_candidates); i++) {
+    bml__card_set_tunables(c, t_candidates[i][0], t_candidates[i][1]);
+    if (c->twg != t_candidates[i][0] || c->tile != t_candidates[i][1]) continue; /* beyond this device */
+    double few, many;
+    rc = time_candidate(c, BML_KERNEL_MAT_VEC_T, &t, &few, &many);
+    bml__debug(BML_CAT_BUILD, "tuning \"%s\": _t %zu/%zu: %.1f / %.1f us", c->name, c->twg, c->tile, few, many);
+    if (rc == 0 && few + many < t_few + t_many) t_few = few, t_many = many, best->twg = c->twg, best->tile = c->tile;
+  }
+  bml__card_set_tunables(c, best->twg, best->tile);
+  for (size_t i = 0; rc == 0 && i < BML_ARRAY_SIZE(p_candidates); i++) {
+    bml__card_set_ptunables(c, p_candidates[i][0], p_candidates[i][1], p_candidates[i][2]);
+    if (c->pwg != p_candidates[i][0] || c->prows != p_candidates[i][1] || c->ptile != p_candidates[i][2]) continue;
+    double few, many;
+    rc = time_candidate(c, BML_KERNEL_MAT_VEC_P, &t, &few, &many);
+    bml__debug(BML_CAT_BUILD, "tuning \"%s\": _p %zu/%zu/%zu: %.1f / %.1f us", c->name, c->pwg, c->prows, c->ptile,
+               few, many);
+    if (rc == 0 && few + many < p_few + p_many)
+      p_few = few, p_many = many, best->pwg = c->pwg, best->prows = c->prows, best->ptile = c->ptile;
+  }
+  /* the kernel for a product: _p where it won, by rows */
+  best->p_below = p_many < t_many ? SIZE_MAX / 2 : p_few < t_few ? (TUNE_FEW + TUNE_MANY) / 2 : 0;
+  best->us_few = p_few < t_few ? p_few : t_few;
+  best->us_many = p_many < t_many ? p_many : t_many;
+  release(&t);
+  return rc;
+}
+
 int bml__tune(bml__card *c, const bml__cl_info *ci) {
-  size_t twg = 256, tile = 8;
-  char path[1024] = "";
-  bool cached = cache_path(path, sizeof path) == 0 && load(path, ci, &twg, &tile);
+  choice ch = {256, 8, 512, 128, 4, 0, 0, 0};
+  char path[1024];
+  bool cached = cache_path(path, sizeof path) == 0 && load(path, ci, &ch);
   if (cached || tuning_off) {
-    bml__card_set_tunables(c, twg, tile);
+    apply(c, &ch);
     return 0;
   }
-  double us;
-  int rc = measure(c, &twg, &tile, &us);
-  if (rc != 0) {
-    bml__card_set_tunables(c, 256, 8); /* the defaults: a failed measurement is not fatal */
-    return rc;
-  }
-  bml__card_set_tunables(c, twg, tile);
-  bml__debug(BML_CAT_BUILD, "tuned \"%s\": twg %zu, tile %zu (%.1f us per %dx%d product)", c->name, twg, tile, us,
-             TUNE_ROWS, TUNE_N);
-  if (path[0]) save(path, ci, twg, tile, us);
+  int rc = measure(c, &ch);
+  if (rc != 0) ch = (choice){256, 8, 512, 128, 4, 0, 0, 0}; /* a failed measurement is not fatal */
+  apply(c, &ch);
+  if (rc != 0) return rc;
+  bml__debug(BML_CAT_BUILD, "tuned \"%s\": _t %zu/%zu, _p %zu/%zu/%zu below %zu rows (%.1f us for %dx%d, %.1f for %dx%d)",
+             c->name, ch.twg, ch.tile, ch.pwg, ch.prows, ch.ptile, ch.p_below, ch.us_few, TUNE_FEW, TUNE_N, ch.us_many,
+             TUNE_MANY, TUNE_N);
+  if (path[0]) save(path, ci, &ch);
   return 0;
+}
+
+bml__kernel_id bml__tune_kernel_for(const bml__card *c, size_t rows) {
+  return rows < c->p_below ? BML_KERNEL_MAT_VEC_P : BML_KERNEL_MAT_VEC_T;
 }

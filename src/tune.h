@@ -11,6 +11,10 @@
  * Returns 0, or an error of the measurement (the defaults are then set). */
 int bml__tune(bml__card *c, const bml__cl_info *ci);
 
+/* The kernel for a product of `rows` rows on c: q1_0_mat_vec_p below the
+ * tuned threshold, else q1_0_mat_vec_t.  Cannot fail. */
+bml__kernel_id bml__tune_kernel_for(const bml__card *c, size_t rows);
+
 /* Tests: no measuring (the remembered or default tunables only). */
 void bml__tune_disable(bool off);
 

@@ -1,6 +1,8 @@
 /* worker.c -- a verified card and the CPU pool share each product: calibrated share, per-shape decision, limiter, faults. */
 #include "worker.h"
 
+#include "tune.h"
+
 #include <jansson.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -70,7 +72,7 @@ struct bml_worker {
   double share;
   bool share_fixed; /* BANKML_GPU_SHARE or bml_worker_set_share: no per-shape calibration */
   bml__limiter limiter;
-  entry *entries;
+  entry **entries; /* each entry has its own allocation: groups in flight point at them */
   size_t nentries, cap;
   bml__shape *shapes;
   size_t nshapes, shapes_cap;
@@ -144,8 +146,8 @@ static bool entry_is(const entry *e, const bml_product *p, size_t count) {
 
 static entry *new_entry(bml_worker *w, const bml_product *p, size_t count) {
   if (reserve((void **)&w->entries, &w->cap, w->nentries + 1, sizeof *w->entries)) return NULL;
-  entry *e = &w->entries[w->nentries];
-  memset(e, 0, sizeof *e);
+  entry *e = calloc(1, sizeof *e);
+  if (!e) return NULL;
   e->n = p->n;
   e->members = calloc(count, sizeof *e->members);
   e->held = calloc(count, sizeof *e->held);
@@ -157,15 +159,16 @@ static entry *new_entry(bml_worker *w, const bml_product *p, size_t count) {
   }
   if (!ok) {
     free_entry(e);
+    free(e);
     return NULL;
   }
-  w->nentries++;
+  w->entries[w->nentries++] = e;
   return e;
 }
 
 static entry *find_entry(bml_worker *w, const bml_product *p, size_t count) {
   for (size_t i = 0; i < w->nentries; i++)
-    if (entry_is(&w->entries[i], p, count)) return &w->entries[i];
+    if (entry_is(w->entries[i], p, count)) return w->entries[i];
   return new_entry(w, p, count);
 }
 
@@ -187,7 +190,7 @@ static void shape_decided(bml_worker *w, const bml__shape *s) {
              bml__median(s->cpu, s->ncpu) * 1e3);
   if (s->state != BML_SHAPE_CPU) return;
   for (size_t i = 0; i < w->nentries; i++) {
-    entry *e = &w->entries[i];
+    entry *e = w->entries[i];
     if (e->nmembers == 1 && e->members[0].rows == s->rows && e->n == s->n) drop_matrix(w, e);
   }
 }
@@ -204,7 +207,7 @@ static void retire(bml_worker *w, int err) {
   not_used(&logged_retired, "\"%s\" retired after %d OpenCL errors in a row (the last: %s (%d)); every "
            "product runs on the CPU", w->card->name, RETIRE_AFTER, bml_err_name(err), err);
   clFinish(w->card->queue);
-  for (size_t i = 0; i < w->nentries; i++) drop_matrix(w, &w->entries[i]);
+  for (size_t i = 0; i < w->nentries; i++) drop_matrix(w, w->entries[i]);
   bml__card_buf_free(&w->acts);
   bml__card_buf_free(&w->outs);
 }
@@ -311,6 +314,10 @@ static int plan(bml_worker *w, submission *s) {
 
 /* ---- the card's part: one copy in, a launch per group, one copy out -------------- */
 
+static bml__kernel_id kernel_for(const bml_worker *w, size_t rows) {
+  return w->hooks.kernel < BML_KERNEL_COUNT ? w->hooks.kernel : bml__tune_kernel_for(w->card, rows);
+}
+
 static int enqueue_groups(bml_worker *w, submission *s) {
   size_t act_bytes = 0, out_rows = 0;
   for (size_t i = 0; i < s->ngroups; i++) {
@@ -331,8 +338,8 @@ static int enqueue_groups(bml_worker *w, submission *s) {
   for (size_t i = 0; rc == 0 && i < s->ngroups; i++) {
     const group *g = &s->groups[i];
     if (g->e)
-      rc = bml__card_mat_vec_enqueue(w->card, &w->build, w->hooks.kernel, 0, &g->e->m, &w->acts, g->act_off,
-                                     &w->outs, g->out_off);
+      rc = bml__card_mat_vec_enqueue(w->card, &w->build, kernel_for(w, g->e->m.rows), 0, &g->e->m, &w->acts,
+                                     g->act_off, &w->outs, g->out_off);
   }
   if (rc == 0) rc = bml__card_buf_read(w->card, &w->outs, out_rows * sizeof(float));
   if (rc == 0) rc = clFlush(w->card->queue);
@@ -518,7 +525,7 @@ static int calibrate(bml_worker *w, double *card_s, double *cpu_s) {
   *card_s = *cpu_s = 1e30;
   for (int i = 0; rc == 0 && i < CAL_RUNS; i++) {
     double t0 = bml__now();
-    rc = bml__card_product(w->card, &w->build, w->hooks.kernel, 0, &m, act, &w->acts, &w->outs, out);
+    rc = bml__card_product(w->card, &w->build, kernel_for(w, rows), 0, &m, act, &w->acts, &w->outs, out);
     double t1 = bml__now();
     if (rc == 0) rc = bml_pool_q1_0_mat_vec(w->pool, wts, rows, n, act, out);
     double t2 = bml__now();
@@ -610,7 +617,7 @@ int bml_worker_open(bml_pool *pool, bml_worker **out) {
   if (!w) return BML_ENOMEM;
   w->pool = pool;
   atomic_flag_clear(&w->driving);
-  w->hooks.kernel = BML_KERNEL_MAT_VEC_T;
+  w->hooks.kernel = BML_KERNEL_COUNT;
   double limit;
   int rc = settings(w, &limit);
   if (rc == 0) rc = open_card(w);
@@ -658,8 +665,8 @@ static size_t heap_bytes(const bml_worker *w) {
              w->card_rows_cap * sizeof *w->card_rows + w->groups_cap * sizeof *w->groups + w->acts.size +
              w->outs.size;
   for (size_t i = 0; i < w->nentries; i++) {
-    const entry *e = &w->entries[i];
-    b += e->nmembers * (sizeof *e->members + sizeof *e->held);
+    const entry *e = w->entries[i];
+    b += sizeof *e + e->nmembers * (sizeof *e->members + sizeof *e->held);
     for (size_t k = 0; k < e->nmembers; k++) b += strlen(e->members[k].name) + 1;
   }
   return b;
@@ -702,8 +709,8 @@ int bml_worker_status_json(bml_worker *w, char **json) {
 static void release_all(bml_worker *w) {
   if (w->card) clFinish(w->card->queue); /* a product in flight keeps its staged rows */
   for (size_t i = 0; i < w->nentries; i++) {
-    drop_matrix(w, &w->entries[i]);
-    w->entries[i].cpu_only = false;
+    drop_matrix(w, w->entries[i]);
+    w->entries[i]->cpu_only = false;
   }
   /* a product in flight keeps its results: they were read into outs' host
    * staging, which is only freed when no product is in flight */
@@ -722,7 +729,10 @@ void bml_worker_close(bml_worker *w) {
   if (!w) return;
   w->cur.active = false;
   release_all(w);
-  for (size_t i = 0; i < w->nentries; i++) free_entry(&w->entries[i]);
+  for (size_t i = 0; i < w->nentries; i++) {
+    free_entry(w->entries[i]);
+    free(w->entries[i]);
+  }
   free(w->entries);
   free(w->shapes);
   free(w->card_rows);

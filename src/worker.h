@@ -9,7 +9,7 @@
 typedef struct {
   int fail_enqueues;    /* the next N enqueues fail with CL_OUT_OF_RESOURCES */
   int fail_uploads;     /* the next N uploads fail with CL_MEM_OBJECT_ALLOCATION_FAILURE */
-  bml__kernel_id kernel; /* BML_KERNEL_MAT_VEC_T by default */
+  bml__kernel_id kernel; /* BML_KERNEL_COUNT (the default): the tuned choice by rows */
 } bml__worker_hooks;
 
 void bml__worker_set_hooks(bml_worker *w, const bml__worker_hooks *h);

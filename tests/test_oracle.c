@@ -88,7 +88,7 @@ Test(oracle, both_kernels_and_the_emulated_fma_pass_every_regime_on_the_card) {
               c.lines[k].total, c.lines[k].first_bad, c.lines[k].detail ? c.lines[k].detail : "");
   cr_expect_eq(rc, 0, "%s", bml_strerror(rc));
   cr_expect_eq(bml_devices_get(l, i)->verified, 1);
-  static const char *const kernels[] = {"q1_0_mat_vec", "q1_0_mat_vec8", "q1_0_mat_vec_t"};
+  static const char *const kernels[] = {"q1_0_mat_vec", "q1_0_mat_vec8", "q1_0_mat_vec_t", "q1_0_mat_vec_p"};
   static const char *const fmas[] = {"native", "emulated"};
   static const size_t shapes[][2] = {{64, 128}, {7, 256}, {301, 5120}, {4096, 4096}, {12288, 4096}};
   for (size_t k = 0; k < BML_ARRAY_SIZE(kernels); k++)

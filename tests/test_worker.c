@@ -454,3 +454,45 @@ Test(worker, a_bad_product_refuses_the_whole_batch) {
   unmake_layer(&l);
   bml_worker_close(w);
 }
+
+Test(worker, a_batch_of_many_new_matrices_keeps_every_group_valid) {
+  /* Many entries are created while one submission is planned: the groups
+   * planned first must still point at live entries (ASan watches). */
+  bml_worker *w = open_worker("0.5");
+  cr_assert_eq(bml_worker_set_limit(w, 1.0), 0);
+  enum { COUNT = 40 };
+  matrix m[COUNT];
+  bml_product p[COUNT];
+  for (int i = 0; i < COUNT; i++) {
+    m[i] = make(16 + (size_t)i, 256, 900 + (uint64_t)i, i % 2);
+    p[i] = (bml_product){"many", m[i].w, m[i].rows, m[i].n, m[i].a, m[i].got};
+  }
+  for (int rep = 0; rep < 2; rep++) {
+    cr_assert_eq(bml_worker_mat_vec_batch(w, p, COUNT), 0);
+    for (int i = 0; i < COUNT; i++)
+      cr_expect(bml__first_difference(m[i].want, m[i].got, m[i].rows) < 0, "product %d differs", i);
+  }
+  json_t *j = status(w);
+  cr_expect_eq(field(j, "products_on_card"), 2 * COUNT);
+  cr_expect_eq(field(j, "matrices"), COUNT);
+  json_decref(j);
+  for (int i = 0; i < COUNT; i++) unmake(&m[i]);
+  bml_worker_close(w);
+}
+
+Test(worker, every_kernel_gives_the_cpu_bits_through_the_worker) {
+  static const bml__kernel_id kernels[] = {BML_KERNEL_MAT_VEC, BML_KERNEL_MAT_VEC8, BML_KERNEL_MAT_VEC_T,
+                                           BML_KERNEL_MAT_VEC_P};
+  bml_worker *w = open_worker("0.8");
+  cr_assert_eq(bml_worker_set_limit(w, 1.0), 0);
+  layer l;
+  make_layer(&l, 384, 70);
+  for (size_t k = 0; k < BML_ARRAY_SIZE(kernels); k++) {
+    bml__worker_hooks h = {.kernel = kernels[k]};
+    bml__worker_set_hooks(w, &h);
+    cr_assert_eq(bml_worker_mat_vec_batch(w, l.p, 8), 0);
+    expect_layer(&l);
+  }
+  unmake_layer(&l);
+  bml_worker_close(w);
+}
