@@ -194,6 +194,8 @@ inline void bml_tabulate(__local float *t, char4 q, char4 nq, float d) {
   for (uint p = 0; p < 16u; p++) t[p] = d * (float)s[p];
 }
 
+#define BML_TPE ((BML_TILE * 32 + BML_TWG - 1) / BML_TWG) /* (sub-block, lane) pairs per work-item */
+
 __kernel __attribute__((reqd_work_group_size(BML_TWG, 1, 1)))
 void q1_0_mat_vec_t(__global const uint4 *restrict bits, __global const float *restrict d0,
                     __global const char *restrict act_base, const uint act_off, const uint rows,
@@ -207,18 +209,38 @@ void q1_0_mat_vec_t(__global const uint4 *restrict bits, __global const float *r
   __global const char4 *nq = (__global const char4 *)(act + n);
   __global const float *d1 = (__global const float *)(act + 2u * n);
   float acc[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
+  /* loaded one step ahead: the next tile's activation, the next block's weights */
+  char4 tq[BML_TPE], tnq[BML_TPE];
+  float td[BML_TPE];
+  for (uint j = 0; j < BML_TPE; j++) {
+    const uint p = lid + j * BML_TWG, sk = p / 8u, l = p % 8u;
+    if (p < min((uint)BML_TILE, nb) * 32u) tq[j] = q[8u * sk + l], tnq[j] = nq[8u * sk + l], td[j] = d1[sk];
+  }
+  const bool live = r < rows;
+  uint4 wn = live ? bits[r] : (uint4)(0u);
+  float dn = live ? d0[r] : 0.0f;
   for (uint tb = 0; tb < nb; tb += BML_TILE) {
     const uint tk = min((uint)BML_TILE, nb - tb);
-    /* the work-group tabulates (sub-block, lane) pairs of this tile */
-    for (uint p = lid; p < tk * 32u; p += BML_TWG) {
-      const uint sk = tb * 4u + p / 8u, l = p % 8u;
-      bml_tabulate(tab + p * 16u, q[8u * sk + l], nq[8u * sk + l], d1[sk]);
+    for (uint j = 0; j < BML_TPE; j++) { /* the work-group tabulates (sub-block, lane) pairs */
+      const uint p = lid + j * BML_TWG;
+      if (p < tk * 32u) bml_tabulate(tab + p * 16u, tq[j], tnq[j], td[j]);
+    }
+    if (tb + BML_TILE < nb) {
+      const uint nk = min((uint)BML_TILE, nb - tb - BML_TILE);
+      for (uint j = 0; j < BML_TPE; j++) {
+        const uint p = lid + j * BML_TWG, sk = (tb + BML_TILE) * 4u + p / 8u, l = p % 8u;
+        if (p < nk * 32u) tq[j] = q[8u * sk + l], tnq[j] = nq[8u * sk + l], td[j] = d1[sk];
+      }
     }
     barrier(CLK_LOCAL_MEM_FENCE);
-    if (r < rows) {
+    if (live) {
       for (uint b = 0; b < tk; b++) {
-        const uint4 w = bits[(tb + b) * rows + r];
-        const float dz = d0[(tb + b) * rows + r];
+        const uint4 w = wn;
+        const float dz = dn;
+        if (tb + b + 1u < nb) {
+          wn = bits[(tb + b + 1u) * rows + r];
+          dn = d0[(tb + b + 1u) * rows + r];
+        }
         __local const float *t = tab + b * 512u; /* 4 sub-blocks * 8 lanes * 16 */
         for (uint l = 0; l < 8u; l++) {
           const uint sh = 4u * l;
@@ -232,7 +254,7 @@ void q1_0_mat_vec_t(__global const uint4 *restrict bits, __global const float *r
     }
     barrier(CLK_LOCAL_MEM_FENCE);
   }
-  if (r < rows) out[r] = bml_reduce8(acc);
+  if (live) out[r] = bml_reduce8(acc);
 }
 
 /*
@@ -255,13 +277,47 @@ void q1_0_mat_vec_t(__global const uint4 *restrict bits, __global const float *r
 #ifndef BML_PTILE
 #define BML_PTILE 4 /* blocks per tile */
 #endif
-#define BML_PCH ((BML_PROWS * 8 + BML_PWG - 1) / BML_PWG) /* lane chains per work-item */
+#define BML_PCH ((BML_PROWS * 8 + BML_PWG - 1) / BML_PWG)      /* lane chains per work-item */
+#define BML_PTE ((BML_PTILE * 512 + BML_PWG - 1) / BML_PWG)     /* table entries per work-item */
+#define BML_PAB ((BML_PROWS * BML_PTILE + BML_PWG - 1) / BML_PWG) /* (row, block) pairs per work-item */
+
+/* What a work-item reads from global memory for one tile: loaded one tile
+ * ahead, so the loads of the next tile are in flight while this one is
+ * computed (a tile is otherwise two global latencies in a row). */
+typedef struct {
+  char4 q[BML_PTE], nq[BML_PTE];
+  float d1[BML_PTE];
+  uint4 w[BML_PAB];
+  float d0[BML_PAB];
+} bml_ptile_regs;
+
+inline void bml_ptile_load(bml_ptile_regs *x, uint tb, uint nb, uint lid, uint row0, uint rows,
+                           __global const char4 *q, __global const char4 *nq, __global const float *d1,
+                           __global const uint4 *bits, __global const float *d0) {
+  const uint tk = min((uint)BML_PTILE, nb - tb);
+  for (uint j = 0; j < BML_PTE; j++) {
+    const uint e = lid + j * BML_PWG;
+    if (e < tk * 512u) {
+      const uint l = (e >> 4) & 7u, sk = tb * 4u + (e >> 7);
+      x->q[j] = q[8u * sk + l];
+      x->nq[j] = nq[8u * sk + l];
+      x->d1[j] = d1[sk];
+    }
+  }
+  for (uint j = 0; j < BML_PAB; j++) {
+    const uint pr = lid + j * BML_PWG, r = pr % BML_PROWS, b = pr / BML_PROWS, row = row0 + r;
+    if (pr < BML_PROWS * tk && row < rows) {
+      x->w[j] = bits[(tb + b) * rows + row];
+      x->d0[j] = d0[(tb + b) * rows + row];
+    }
+  }
+}
 
 __kernel __attribute__((reqd_work_group_size(BML_PWG, 1, 1)))
 void q1_0_mat_vec_p(__global const uint4 *restrict bits, __global const float *restrict d0,
                     __global const char *restrict act_base, const uint act_off, const uint rows,
                     const uint nb, __global float *restrict out_base, const uint out_off) {
-  __local float tab[BML_PTILE * 512];        /* [block][sub-block][lane][pattern] */
+  __local float tab[BML_PTILE * 512];           /* [block][sub-block][lane][pattern] */
   __local float abl[BML_PTILE * 9 * BML_PROWS]; /* [block][lane, then d0][row] */
   const uint lid = get_local_id(0), row0 = get_group_id(0) * BML_PROWS;
   const uint n = nb * 128u;
@@ -271,32 +327,36 @@ void q1_0_mat_vec_p(__global const uint4 *restrict bits, __global const float *r
   __global float *out = out_base + out_off;
   float acc[BML_PCH];
   for (uint i = 0; i < BML_PCH; i++) acc[i] = 0.0f;
+  bml_ptile_regs cur, next;
+  bml_ptile_load(&next, 0, nb, lid, row0, rows, q, nq, d1, bits, d0);
   for (uint tb = 0; tb < nb; tb += BML_PTILE) {
     const uint tk = min((uint)BML_PTILE, nb - tb);
-    for (uint e = lid; e < tk * 512u; e += BML_PWG) { /* (1) the table */
-      const uint p = e & 15u, l = (e >> 4) & 7u, sk = tb * 4u + (e >> 7);
-      const char4 qq = q[8u * sk + l], nn = nq[8u * sk + l];
+    cur = next;
+    if (tb + BML_PTILE < nb) bml_ptile_load(&next, tb + BML_PTILE, nb, lid, row0, rows, q, nq, d1, bits, d0);
+    for (uint j = 0; j < BML_PTE; j++) { /* (1) the table */
+      const uint e = lid + j * BML_PWG, p = e & 15u;
+      if (e >= tk * 512u) continue;
+      const char4 qq = cur.q[j], nn = cur.nq[j];
       const int s = ((p & 1u) ? qq.x : nn.x) + ((p & 2u) ? qq.y : nn.y) + ((p & 4u) ? qq.z : nn.z) +
                     ((p & 8u) ? qq.w : nn.w);
-      tab[e] = d1[sk] * (float)s;
+      tab[e] = cur.d1[j] * (float)s;
     }
     barrier(CLK_LOCAL_MEM_FENCE);
-    for (uint pr = lid; pr < BML_PROWS * tk; pr += BML_PWG) { /* (2) ab of (row, block) pairs */
-      const uint r = pr % BML_PROWS, b = pr / BML_PROWS, row = row0 + r;
-      if (row < rows) {
-        const uint4 w = bits[(tb + b) * rows + row];
-        __local const float *t = tab + b * 512u;
-        __local float *o = abl + b * 9u * BML_PROWS + r;
-        for (uint l = 0; l < 8u; l++) {
-          const uint sh = 4u * l;
-          float ab = t[l * 16u + ((w.x >> sh) & 15u)];
-          ab = ab + t[128u + l * 16u + ((w.y >> sh) & 15u)];
-          ab = ab + t[256u + l * 16u + ((w.z >> sh) & 15u)];
-          ab = ab + t[384u + l * 16u + ((w.w >> sh) & 15u)];
-          o[l * BML_PROWS] = ab;
-        }
-        o[8u * BML_PROWS] = d0[(tb + b) * rows + row];
+    for (uint j = 0; j < BML_PAB; j++) { /* (2) ab of (row, block) pairs */
+      const uint pr = lid + j * BML_PWG, r = pr % BML_PROWS, b = pr / BML_PROWS;
+      if (pr >= BML_PROWS * tk || row0 + r >= rows) continue;
+      const uint4 w = cur.w[j];
+      __local const float *t = tab + b * 512u;
+      __local float *o = abl + b * 9u * BML_PROWS + r;
+      for (uint l = 0; l < 8u; l++) {
+        const uint sh = 4u * l;
+        float ab = t[l * 16u + ((w.x >> sh) & 15u)];
+        ab = ab + t[128u + l * 16u + ((w.y >> sh) & 15u)];
+        ab = ab + t[256u + l * 16u + ((w.z >> sh) & 15u)];
+        ab = ab + t[384u + l * 16u + ((w.w >> sh) & 15u)];
+        o[l * BML_PROWS] = ab;
       }
+      o[8u * BML_PROWS] = cur.d0[j];
     }
     barrier(CLK_LOCAL_MEM_FENCE);
     for (uint i = 0; i < BML_PCH; i++) { /* (3) the chains, in block order */
