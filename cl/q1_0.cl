@@ -217,10 +217,18 @@ void q1_0_mat_vec_t(__global const uint4 *restrict bits, __global const float *r
     if (p < min((uint)BML_TILE, nb) * 32u) tq[j] = q[8u * sk + l], tnq[j] = nq[8u * sk + l], td[j] = d1[sk];
   }
   const bool live = r < rows;
-  uint4 wn = live ? bits[r] : (uint4)(0u);
-  float dn = live ? d0[r] : 0.0f;
+  /* the row's blocks of a tile are all loaded at its start: one memory
+   * latency a tile, not one a block */
+  uint4 wt[BML_TILE];
+  float dt[BML_TILE];
   for (uint tb = 0; tb < nb; tb += BML_TILE) {
     const uint tk = min((uint)BML_TILE, nb - tb);
+#pragma unroll
+    for (uint b = 0; b < BML_TILE; b++)
+      if (live && b < tk) {
+        wt[b] = bits[(tb + b) * rows + r];
+        dt[b] = d0[(tb + b) * rows + r];
+      }
     for (uint j = 0; j < BML_TPE; j++) { /* the work-group tabulates (sub-block, lane) pairs */
       const uint p = lid + j * BML_TWG;
       if (p < tk * 32u) bml_tabulate(tab + p * 16u, tq[j], tnq[j], td[j]);
@@ -234,14 +242,13 @@ void q1_0_mat_vec_t(__global const uint4 *restrict bits, __global const float *r
     }
     barrier(CLK_LOCAL_MEM_FENCE);
     if (live) {
-      for (uint b = 0; b < tk; b++) {
-        const uint4 w = wn;
-        const float dz = dn;
-        if (tb + b + 1u < nb) {
-          wn = bits[(tb + b + 1u) * rows + r];
-          dn = d0[(tb + b + 1u) * rows + r];
-        }
+#pragma unroll
+      for (uint b = 0; b < BML_TILE; b++) {
+        if (b >= tk) break;
+        const uint4 w = wt[b];
+        const float dz = dt[b];
         __local const float *t = tab + b * 512u; /* 4 sub-blocks * 8 lanes * 16 */
+#pragma unroll
         for (uint l = 0; l < 8u; l++) {
           const uint sh = 4u * l;
           float ab = t[l * 16u + ((w.x >> sh) & 15u)];
