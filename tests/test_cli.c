@@ -472,3 +472,64 @@ Test(cli, help_bench_lists_clblast) {
   cr_expect(strstr(r.out, "\n  --clblast ") != NULL, "%s", r.out);
   run_free(&r);
 }
+
+/* The worker modes on PoCL: every row exact, named by mode. */
+static void expect_modes(json_t *root, const char *const *modes, size_t nmodes) {
+  json_t *results = json_object_get(root, "results");
+  cr_assert(json_is_array(results));
+  for (size_t m = 0; m < nmodes; m++) {
+    int found = 0;
+    for (size_t i = 0; i < json_array_size(results); i++) {
+      json_t *row = json_array_get(results, i);
+      if (strcmp(json_string_value(json_object_get(row, "mode")), modes[m]) != 0) continue;
+      found++;
+      cr_expect(json_is_true(json_object_get(row, "exact")), "%s row not exact", modes[m]);
+      cr_expect(json_real_value(json_object_get(row, "median_ms")) > 0);
+    }
+    cr_expect(found > 0, "no %s row", modes[m]);
+  }
+}
+
+Test(cli, bench_card_and_split_on_pocl_are_exact) {
+  use_pocl();
+  setenv("BANKML_GPU_SHARE", "0.5", 1); /* PoCL's calibrated share may be too small for a worker */
+  struct run r = RUN("bench", "--card", "--split", "--quick", "--json", "--shape", "384x1024", "--threads", "2");
+  if (strstr(r.err, "no card is used")) {
+    run_free(&r);
+    cr_skip_test("no PoCL device here");
+  }
+  cr_assert_eq(r.status, 0, "exit %d, stderr: %s", r.status, r.err);
+  json_t *root = json_loads(r.out, 0, NULL);
+  cr_assert_not_null(root, "%s", r.out);
+  static const char *const modes[] = {"card", "card-pipelined", "split", "split-pipelined"};
+  expect_modes(root, modes, 4);
+  cr_expect(json_real_value(json_object_get(root, "card_read_gbps")) > 0, "no read bandwidth measured");
+  json_decref(root);
+  run_free(&r);
+  unsetenv("BANKML_GPU_SHARE");
+}
+
+Test(cli, bench_model_token_on_pocl_is_exact) {
+  use_pocl();
+  setenv("BANKML_GPU_SHARE", "0.5", 1);
+  struct run r = RUN("bench", "--cpu", "--card", "--model", "bonsai-1.7b", "--runs", "1", "--warmup", "0", "--threads", "2", "--json");
+  if (strstr(r.err, "no card is used")) {
+    run_free(&r);
+    cr_skip_test("no PoCL device here");
+  }
+  cr_assert_eq(r.status, 0, "exit %d, stderr: %s", r.status, r.err);
+  json_t *root = json_loads(r.out, 0, NULL);
+  cr_assert_not_null(root, "%s", r.out);
+  static const char *const modes[] = {"cpu", "card-pipelined", "card-round-trips"};
+  expect_modes(root, modes, 3);
+  json_t *row = json_array_get(json_object_get(root, "results"), 1);
+  cr_expect_str_eq(json_string_value(json_object_get(row, "label")), "bonsai-1.7b");
+  cr_expect_eq(json_integer_value(json_object_get(row, "products_per_run")), 197, "28 layers of 7 and the head");
+  json_decref(root);
+  run_free(&r);
+  unsetenv("BANKML_GPU_SHARE");
+}
+
+Test(cli, bench_unknown_model_exits_2_naming_it) {
+  expect_usage_error(RUN("bench", "--model", "bonsai-70b"), "bonsai-70b");
+}

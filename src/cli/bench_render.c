@@ -86,8 +86,32 @@ static const char *check_text(const struct bench_row *r) {
   return r->agrees ? "n/a (agrees)" : "n/a (DISAGREES)";
 }
 
+static const struct bench_row *find_row(const struct bench_report *rep, const char *mode, size_t rows, size_t n) {
+  for (size_t i = 0; i < rep->nrows; i++)
+    if (strcmp(rep->rows[i].mode, mode) == 0 && rep->rows[i].rows == rows && rep->rows[i].n == n && !rep->rows[i].label)
+      return &rep->rows[i];
+  return NULL;
+}
+
+/* bankml-cl's card against the baseline on the same card, shape by shape:
+ * one product and its wait (each CLBlast run is one GEMV and its clFinish;
+ * the card row also copies the activation in and the results out), and
+ * bankml-cl's products back to back. */
+static void text_ratios(const struct bench_report *rep, FILE *f) {
+  for (size_t i = 0; i < rep->nrows; i++) {
+    const struct bench_row *b = &rep->rows[i];
+    if (b->check != BENCH_CHECK_TOLERANCE) continue;
+    const struct bench_row *c = find_row(rep, "card", b->rows, b->n), *p = find_row(rep, "card-pipelined", b->rows, b->n);
+    if (!c || c->median_ms <= 0) continue;
+    fprintf(f, "%zux%zu: bankml-cl card %.1f us (pipelined %.1f us) vs %s %.1f us: %.1fx (pipelined %.1fx)\n", b->rows,
+            b->n, c->median_ms * 1e3, p ? p->median_ms * 1e3 : 0, b->mode, b->median_ms * 1e3, b->median_ms / c->median_ms,
+            p && p->median_ms > 0 ? b->median_ms / p->median_ms : 0);
+  }
+}
+
 /* Under the table when a baseline ran: what its columns mean. */
 static void text_footnote(const struct bench_report *rep, FILE *f) {
+  text_ratios(rep, f);
   for (size_t i = 0; i < rep->nrows; i++) {
     if (rep->rows[i].check != BENCH_CHECK_TOLERANCE) continue;
     fprintf(f, "clblast rows: GB/s of the F32/F16 matrix read; not bit-exact, checked against a "
