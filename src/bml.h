@@ -100,6 +100,12 @@ extern const bml__q1_0_kernel bml__q1_0_avx2;
 extern const bml__q1_0_kernel bml__q1_0_avx512;
 #endif
 
+/* The activation as the SIMD paths and the card read it: n quants, their
+ * 8-bit negations (-(-128) = -128), then the n/32 scales as floats
+ * (bml__q1_0_act_split_size(n) bytes).  Cannot fail. */
+size_t bml__q1_0_act_split_size(size_t n);
+void bml__q1_0_act_split(const bml_block_q8_0 *a, size_t n, void *dst);
+
 /* The portable reference dot product of one row (nb = n/128 blocks). */
 float bml__q1_0_dot_ref(const bml_block_q1_0 *w, const bml_block_q8_0 *a, size_t nb);
 

@@ -122,18 +122,9 @@ void bml__card_matrix_free(bml__card_matrix *m) {
 
 /* ---- activations and results ------------------------------------------------------ */
 
-size_t bml__card_act_bytes(size_t n) { return (2 * n + n / BML_Q8_0_BLOCK * sizeof(float) + 63) / 64 * 64; }
+size_t bml__card_act_bytes(size_t n) { return (bml__q1_0_act_split_size(n) + 63) / 64 * 64; }
 
-void bml__card_act_repack(const bml_block_q8_0 *a, size_t n, void *dst) {
-  const float *half = bml__half_table();
-  int8_t *q = dst, *nq = q + n;
-  float *d1 = (float *)((char *)dst + 2 * n);
-  for (size_t k = 0; k < n / BML_Q8_0_BLOCK; k++) {
-    memcpy(q + 32 * k, a[k].qs, 32);
-    for (int j = 0; j < 32; j++) nq[32 * k + (size_t)j] = (int8_t)(uint8_t)(0u - (uint8_t)a[k].qs[j]);
-    d1[k] = half[a[k].d];
-  }
-}
+void bml__card_act_repack(const bml_block_q8_0 *a, size_t n, void *dst) { bml__q1_0_act_split(a, n, dst); }
 
 int bml__card_buf_reserve(bml__card *c, bml__card_buf *b, size_t bytes) {
   if (bytes <= b->size) return 0;

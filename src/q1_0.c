@@ -34,6 +34,19 @@ float bml__q1_0_dot_ref(const bml_block_q1_0 *w, const bml_block_q8_0 *a, size_t
   return ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
 }
 
+size_t bml__q1_0_act_split_size(size_t n) { return 2 * n + n / BML_Q8_0_BLOCK * sizeof(float); }
+
+void bml__q1_0_act_split(const bml_block_q8_0 *a, size_t n, void *dst) {
+  const float *half = bml__half_table();
+  int8_t *q = dst, *nq = q + n;
+  float *d1 = (float *)(nq + n);
+  for (size_t k = 0; k < n / BML_Q8_0_BLOCK; k++) {
+    memcpy(q + 32 * k, a[k].qs, 32);
+    for (int j = 0; j < 32; j++) nq[32 * k + (size_t)j] = (int8_t)(uint8_t)(0u - (uint8_t)a[k].qs[j]); /* -(-128) = -128 */
+    d1[k] = half[a[k].d];
+  }
+}
+
 static bool ref_supported(void) { return true; }
 static size_t ref_prep_size(size_t n) { (void)n; return 0; }
 static void ref_prep(const bml_block_q8_0 *a, size_t n, void *scratch) { (void)a; (void)n; (void)scratch; }

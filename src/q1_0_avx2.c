@@ -14,23 +14,11 @@
  * and the fixed reduction.  Four rows share each load of the activation.
  */
 
-/* Prepared activation: the quants in order, their 8-bit negations, then
- * every d1 as a float. */
-static size_t prep_size(size_t n) { return 2 * n + n / BML_Q8_0_BLOCK * sizeof(float); }
+/* Prepared activation: bml__q1_0_act_split's layout (quants, their 8-bit
+ * negations, the scales as floats), shared with the card. */
+static size_t prep_size(size_t n) { return bml__q1_0_act_split_size(n); }
 
-static void prep(const bml_block_q8_0 *a, size_t n, void *scratch) {
-  const size_t nk = n / BML_Q8_0_BLOCK;
-  int8_t *q = scratch, *nq = q + n;
-  float *d1 = (float *)(nq + n);
-  const float *half = bml__half_table();
-  const __m256i zero = _mm256_setzero_si256();
-  for (size_t k = 0; k < nk; k++) {
-    __m256i v = _mm256_loadu_si256((const __m256i *)a[k].qs);
-    _mm256_store_si256((__m256i *)(q + 32 * k), v);
-    _mm256_store_si256((__m256i *)(nq + 32 * k), _mm256_sub_epi8(zero, v)); /* -(-128) = -128 */
-    d1[k] = half[a[k].d];
-  }
-}
+static void prep(const bml_block_q8_0 *a, size_t n, void *scratch) { bml__q1_0_act_split(a, n, scratch); }
 
 /* 0xff in byte j where bit j of the 32 weight bits at p is set. */
 static inline __m256i bit_mask(const uint8_t *p) {
