@@ -78,6 +78,14 @@ inline float bml_exact_fma(float d0, float ab, float acc) {
 #define BML_OUTER(d0, ab, acc) fma((d0), (ab), (acc))
 #endif
 
+/* The activation at act_off of act_base, as the host lays it out
+ * (bml__q1_0_act_split): q, the n quants as char4s (lane l of sub-block sk
+ * is q[8*sk + l]); nq, their 8-bit negations; d1, the n/32 scales. */
+#define BML_ACTIVATION(base, off, n)                                                   \
+  __global const char4 *q = (__global const char4 *)((base) + (off));                \
+  __global const char4 *nq = (__global const char4 *)((base) + (off) + (n));         \
+  __global const float *d1 = (__global const float *)((base) + (off) + 2u * (n))
+
 /* The exact sum of lane l's four quants under the four bits of nib. */
 inline int bml_lane_sum(uint nib, char4 q, char4 nq) {
   return ((nib & 1u) ? q.x : nq.x) + ((nib & 2u) ? q.y : nq.y) + ((nib & 4u) ? q.z : nq.z) +
@@ -95,11 +103,8 @@ __kernel void q1_0_mat_vec(__global const uint4 *restrict bits, __global const f
   const uint r = get_global_id(0);
   if (r >= rows) return;
   const uint n = nb * 128u;
-  __global const char *act = act_base + act_off;
+  BML_ACTIVATION(act_base, act_off, n);
   __global float *out = out_base + out_off;
-  __global const char4 *q = (__global const char4 *)act;
-  __global const char4 *nq = (__global const char4 *)(act + n);
-  __global const float *d1 = (__global const float *)(act + 2u * n);
   float acc[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
   for (uint b = 0; b < nb; b++) {
     float ab[8];
@@ -131,11 +136,8 @@ void q1_0_mat_vec8(__global const uint4 *restrict bits, __global const float *re
   const uint lid = get_local_id(0);
   const uint r = get_global_id(0) / 8u, l = lid % 8u;
   const uint n = nb * 128u;
-  __global const char *act = act_base + act_off;
+  BML_ACTIVATION(act_base, act_off, n);
   __global float *out = out_base + out_off;
-  __global const char4 *q = (__global const char4 *)act;
-  __global const char4 *nq = (__global const char4 *)(act + n);
-  __global const float *d1 = (__global const float *)(act + 2u * n);
   float acc = 0.0f;
   if (r < rows) {
     for (uint b = 0; b < nb; b++) {
@@ -203,11 +205,8 @@ void q1_0_mat_vec_t(__global const uint4 *restrict bits, __global const float *r
   __local float tab[BML_TILE * 4 * 8 * 16];
   const uint r = get_global_id(0), lid = get_local_id(0);
   const uint n = nb * 128u;
-  __global const char *act = act_base + act_off;
+  BML_ACTIVATION(act_base, act_off, n);
   __global float *out = out_base + out_off;
-  __global const char4 *q = (__global const char4 *)act;
-  __global const char4 *nq = (__global const char4 *)(act + n);
-  __global const float *d1 = (__global const float *)(act + 2u * n);
   float acc[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
   /* loaded one step ahead: the next tile's activation, the next block's weights */
   char4 tq[BML_TPE], tnq[BML_TPE];
@@ -328,9 +327,7 @@ void q1_0_mat_vec_p(__global const uint4 *restrict bits, __global const float *r
   __local float abl[BML_PTILE * 9 * BML_PROWS]; /* [block][lane, then d0][row] */
   const uint lid = get_local_id(0), row0 = get_group_id(0) * BML_PROWS;
   const uint n = nb * 128u;
-  __global const char4 *q = (__global const char4 *)(act_base + act_off);
-  __global const char4 *nq = (__global const char4 *)(act_base + act_off + n);
-  __global const float *d1 = (__global const float *)(act_base + act_off + 2u * n);
+  BML_ACTIVATION(act_base, act_off, n);
   __global float *out = out_base + out_off;
   float acc[BML_PCH];
   for (uint i = 0; i < BML_PCH; i++) acc[i] = 0.0f;
