@@ -2,16 +2,20 @@
 #pragma OPENCL FP_CONTRACT OFF
 
 /*
- * Layouts (src/kernels.c repacks; every buffer holds `rows` rows of one chunk):
- *   bits[b * rows + r]          a uint4: the 32 weight bits of each sub-block k = 0..3 of
- *                               block b of row r (bit j is element j of the sub-block, 1 = +d)
- *   d0[b * rows + r]            the block's scale as a float (converted exactly on the host)
+ * Layout (src/kernels.c repacks; every buffer holds `rows` rows of one chunk; blocks come in
+ * tiles of eight, the last one padded with zeros that never reach the arithmetic):
+ *   bits[(t * 8 + l) * rows + r]  a uint4: lane l's bits of the eight blocks of tile t of row r.
+ *                               Half-word j (x low, x high, y low, ... w high) is block 8t + j;
+ *                               its bits 4k..4k+3 are the lane's four weight bits of sub-block
+ *                               k (elements 4l..4l+3 of the sub-block; 1 = +d)
+ *   d0[b * rows + r]            block b's scale as a float (converted exactly on the host)
  *   act_base + act_off          the activation: n quants (int8), then their 8-bit negations
  *                               (-(-128) = -128, done on the host), then n/32 scales as floats
  *   out_base + out_off          the results, one float per row
  * Several activations and results share one buffer each, so a batch of
  * products is one copy in, one launch per product or group, one copy out.
- * Adjacent work-items read adjacent words of bits and d0.
+ * A work-item per (row, lane) reads one uint4 per tile; adjacent rows are
+ * adjacent in memory.
  *
  * The arithmetic (DESIGN §1): per lane l, per block, ab = d1*s for the first
  * sub-block and fma(d1, s, ab) after it, where s is the exact sum of the
@@ -96,7 +100,14 @@ inline float bml_reduce8(const float *a) {
   return ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7]));
 }
 
-/* One work-item per row. */
+/* Lane l's 16 bits of block b of row r: four nibbles, sub-block k at bit 4k. */
+inline uint bml_lane_bits(__global const uint4 *bits, uint rows, uint r, uint b, uint l) {
+  const uint4 w = bits[((b / 8u) * 8u + l) * rows + r];
+  const uint j = b % 8u, x = j < 2u ? w.x : j < 4u ? w.y : j < 6u ? w.z : w.w;
+  return (x >> (16u * (j % 2u))) & 0xFFFFu;
+}
+
+/* One work-item per row: the reference order written out plainly. */
 __kernel void q1_0_mat_vec(__global const uint4 *restrict bits, __global const float *restrict d0,
                            __global const char *restrict act_base, const uint act_off, const uint rows,
                            const uint nb, __global float *restrict out_base, const uint out_off) {
@@ -108,14 +119,12 @@ __kernel void q1_0_mat_vec(__global const uint4 *restrict bits, __global const f
   float acc[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
   for (uint b = 0; b < nb; b++) {
     float ab[8];
-    const uint4 w4 = bits[b * rows + r];
-    const uint ws[4] = {w4.x, w4.y, w4.z, w4.w};
-    for (uint k = 0; k < 4u; k++) {
-      const uint sk = 4u * b + k;
-      const uint w = ws[k];
-      const float d = d1[sk];
-      for (uint l = 0; l < 8u; l++) {
-        const float s = (float)bml_lane_sum((w >> (4u * l)) & 15u, q[8u * sk + l], nq[8u * sk + l]);
+    for (uint l = 0; l < 8u; l++) {
+      const uint f = bml_lane_bits(bits, rows, r, b, l);
+      for (uint k = 0; k < 4u; k++) {
+        const uint sk = 4u * b + k;
+        const float d = d1[sk];
+        const float s = (float)bml_lane_sum((f >> (4u * k)) & 15u, q[8u * sk + l], nq[8u * sk + l]);
         ab[l] = k == 0 ? d * s : BML_INNER(d, s, ab[l]);
       }
     }
@@ -125,9 +134,9 @@ __kernel void q1_0_mat_vec(__global const uint4 *restrict bits, __global const f
   out[r] = bml_reduce8(acc);
 }
 
-/* Eight work-items per row, one per accumulation lane; the lanes meet in
- * local memory and are joined in the reference order.  The work-group is
- * BML_WG work-items (BML_WG / 8 rows). */
+/* Eight work-items per row, one per accumulation lane, no table; the lanes
+ * meet in local memory and are joined in the reference order.  The
+ * work-group is BML_WG work-items (BML_WG / 8 rows). */
 __kernel __attribute__((reqd_work_group_size(BML_WG, 1, 1)))
 void q1_0_mat_vec8(__global const uint4 *restrict bits, __global const float *restrict d0,
                    __global const char *restrict act_base, const uint act_off, const uint rows,
@@ -141,13 +150,11 @@ void q1_0_mat_vec8(__global const uint4 *restrict bits, __global const float *re
   float acc = 0.0f;
   if (r < rows) {
     for (uint b = 0; b < nb; b++) {
+      const uint f = bml_lane_bits(bits, rows, r, b, l);
       float ab = 0.0f;
-      const uint4 w4 = bits[b * rows + r];
-      const uint ws[4] = {w4.x, w4.y, w4.z, w4.w};
       for (uint k = 0; k < 4u; k++) {
         const uint sk = 4u * b + k;
-        const uint nib = (ws[k] >> (4u * l)) & 15u;
-        const float s = (float)bml_lane_sum(nib, q[8u * sk + l], nq[8u * sk + l]);
+        const float s = (float)bml_lane_sum((f >> (4u * k)) & 15u, q[8u * sk + l], nq[8u * sk + l]);
         const float d = d1[sk];
         ab = k == 0 ? d * s : BML_INNER(d, s, ab);
       }
@@ -164,224 +171,263 @@ void q1_0_mat_vec8(__global const uint4 *restrict bits, __global const float *re
 }
 
 /*
- * q1_0_mat_vec_t: the fast one.  One work-item per row, BML_TWG rows per
- * work-group.  The inner part of the reference needs no fused operation:
- * d1*s is exact, so ab = d1*s0, then fma(d1, s1, ab) = RN(d1*s1 + ab), ...
- * is ((P0 + P1) + P2) + P3 with P = d1*s.  For every sub-block K, lane l and
- * 4-bit pattern of weight bits there are only 16 possible P: the
- * work-group tabulates them in local memory for BML_TILE blocks at a time
- * (exact: d1 times an exact integer sum with the 8-bit negation), and each
- * row then costs, per lane and sub-block, a bit-field extract, a table read
- * and an add; the outer fma(d0, ab, acc) is the reference's.  The lanes of
- * a warp read the same K and l with different patterns: 16 consecutive
- * words, no bank conflicts.
+ * q1_0_mat_vec_l and q1_0_mat_vec_lr: the fast ones.  The inner part of the
+ * reference needs no fused operation: d1*s is exact, so ab = d1*s0, then
+ * fma(d1, s1, ab) = RN(d1*s1 + ab), ... is ((P0 + P1) + P2) + P3 with
+ * P = d1*s.  For every sub-block, lane and 4-bit pattern of weight bits
+ * there are 16 possible P: the work-group tabulates them in local memory a
+ * tile of eight blocks at a time (exact: d1 times an exact integer sum), and
+ * a lane of a block then costs four table reads, three adds and the
+ * reference's outer fma(d0, ab, acc).
+ *
+ * A work-item computes one lane of `rpt` rows (q1_0_mat_vec_l: one row,
+ * for products of few rows; q1_0_mat_vec_lr: BML_LRRPT rows, so a table
+ * serves more rows on big products).  A work-group of 8 * lr work-items
+ * takes lr * rpt rows: work-item lid computes lane l = lid / lr of rows
+ * lid % lr + i * lr, so a SIMD group of 32 reads one lane's 16 table words
+ * (two lanes' 32 when lr is 16) and no two of them share a bank.  The lanes
+ * meet in local memory at the end and are joined in the reference order.
+ *
+ * Per tile the work-group builds the next tile's table (from activation
+ * values loaded a tile earlier) into the other half of a double buffer and
+ * stages the next tile's scales d0 in local memory, while each work-item's
+ * weights are loaded BML_LAHEAD tiles ahead: a tile costs one barrier and,
+ * once the pipeline is full, no wait on memory.  A card with less than
+ * about 34 KiB of local memory builds with BML_LHALVES=1: one table, built
+ * after the tile's lookups, behind a second barrier.
  */
-#ifndef BML_TWG
-#define BML_TWG 256 /* rows (work-items) per work-group */
+#ifndef BML_LROWS
+#define BML_LROWS 32 /* q1_0_mat_vec_l: rows per work-group (8 to 64) */
 #endif
-#ifndef BML_TILE
-#define BML_TILE 8  /* blocks per table tile: 8 * 4 sub-blocks * 8 lanes * 16 floats = 16 KiB */
+#ifndef BML_LRROWS
+#define BML_LRROWS 32 /* q1_0_mat_vec_lr: rows per row-slice of a work-group (8 to 64) */
 #endif
-
-/* The 16 products d1 * s(pattern) of lane l of one sub-block. */
-inline void bml_tabulate(__local float *t, char4 q, char4 nq, float d) {
-  const int dq[4] = {q.x - nq.x, q.y - nq.y, q.z - nq.z, q.w - nq.w};
-  int s[16];
-  s[0] = nq.x + nq.y + nq.z + nq.w; /* every bit clear */
-  for (uint p = 1; p < 16u; p++) {
-    const uint low = p & (0u - p); /* the lowest set bit of p */
-    const uint t_ = low == 1u ? 0u : low == 2u ? 1u : low == 4u ? 2u : 3u;
-    s[p] = s[p & (p - 1u)] + dq[t_]; /* one more quant taken instead of its negation */
-  }
-  for (uint p = 0; p < 16u; p++) t[p] = d * (float)s[p];
-}
-
-#define BML_TPE ((BML_TILE * 32 + BML_TWG - 1) / BML_TWG) /* (sub-block, lane) pairs per work-item */
-
-__kernel __attribute__((reqd_work_group_size(BML_TWG, 1, 1)))
-void q1_0_mat_vec_t(__global const uint4 *restrict bits, __global const float *restrict d0,
-                    __global const char *restrict act_base, const uint act_off, const uint rows,
-                    const uint nb, __global float *restrict out_base, const uint out_off) {
-  __local float tab[BML_TILE * 4 * 8 * 16];
-  const uint r = get_global_id(0), lid = get_local_id(0);
-  const uint n = nb * 128u;
-  BML_ACTIVATION(act_base, act_off, n);
-  __global float *out = out_base + out_off;
-  float acc[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
-  /* loaded one step ahead: the next tile's activation, the next block's weights */
-  char4 tq[BML_TPE], tnq[BML_TPE];
-  float td[BML_TPE];
-  for (uint j = 0; j < BML_TPE; j++) {
-    const uint p = lid + j * BML_TWG, sk = p / 8u, l = p % 8u;
-    if (p < min((uint)BML_TILE, nb) * 32u) tq[j] = q[8u * sk + l], tnq[j] = nq[8u * sk + l], td[j] = d1[sk];
-  }
-  const bool live = r < rows;
-  /* the row's blocks of a tile are all loaded at its start: one memory
-   * latency a tile, not one a block */
-  uint4 wt[BML_TILE];
-  float dt[BML_TILE];
-  for (uint tb = 0; tb < nb; tb += BML_TILE) {
-    const uint tk = min((uint)BML_TILE, nb - tb);
-#pragma unroll
-    for (uint b = 0; b < BML_TILE; b++)
-      if (live && b < tk) {
-        wt[b] = bits[(tb + b) * rows + r];
-        dt[b] = d0[(tb + b) * rows + r];
-      }
-    for (uint j = 0; j < BML_TPE; j++) { /* the work-group tabulates (sub-block, lane) pairs */
-      const uint p = lid + j * BML_TWG;
-      if (p < tk * 32u) bml_tabulate(tab + p * 16u, tq[j], tnq[j], td[j]);
-    }
-    if (tb + BML_TILE < nb) {
-      const uint nk = min((uint)BML_TILE, nb - tb - BML_TILE);
-      for (uint j = 0; j < BML_TPE; j++) {
-        const uint p = lid + j * BML_TWG, sk = (tb + BML_TILE) * 4u + p / 8u, l = p % 8u;
-        if (p < nk * 32u) tq[j] = q[8u * sk + l], tnq[j] = nq[8u * sk + l], td[j] = d1[sk];
-      }
-    }
-    barrier(CLK_LOCAL_MEM_FENCE);
-    if (live) {
-#pragma unroll
-      for (uint b = 0; b < BML_TILE; b++) {
-        if (b >= tk) break;
-        const uint4 w = wt[b];
-        const float dz = dt[b];
-        __local const float *t = tab + b * 512u; /* 4 sub-blocks * 8 lanes * 16 */
-#pragma unroll
-        for (uint l = 0; l < 8u; l++) {
-          const uint sh = 4u * l;
-          float ab = t[l * 16u + ((w.x >> sh) & 15u)];
-          ab = ab + t[128u + l * 16u + ((w.y >> sh) & 15u)];
-          ab = ab + t[256u + l * 16u + ((w.z >> sh) & 15u)];
-          ab = ab + t[384u + l * 16u + ((w.w >> sh) & 15u)];
-          acc[l] = BML_OUTER(dz, ab, acc[l]);
-        }
-      }
-    }
-    barrier(CLK_LOCAL_MEM_FENCE);
-  }
-  if (live) out[r] = bml_reduce8(acc);
-}
-
-/*
- * q1_0_mat_vec_p: the same arithmetic as q1_0_mat_vec_t, with the rows'
- * work spread over many more work-items, for cards where a work-item per
- * row leaves most of the chip idle (a 4096-row matrix is 4096 work-items).
- * A work-group takes BML_PROWS rows; for each tile of BML_PTILE blocks it
- * (1) tabulates the products d1*s, (2) computes every (row, block)'s eight
- * lanes' ab from the table, one pair per work-item, into local memory with
- * the block's d0, and (3) runs each (row, lane)'s chain
- * acc = fma(d0, ab, acc) over the tile's blocks, in order: the only
- * sequential part, one fma per block.  The lanes are joined at the end.
- */
-#ifndef BML_PWG
-#define BML_PWG 512 /* work-items per work-group */
+#ifndef BML_LRRPT
+#define BML_LRRPT 4 /* q1_0_mat_vec_lr: rows per work-item (1 to 4) */
 #endif
-#ifndef BML_PROWS
-#define BML_PROWS 128 /* rows per work-group */
+#ifndef BML_LAHEAD
+#define BML_LAHEAD 2 /* tiles of weights in flight per work-item: 2 to 4 */
 #endif
-#ifndef BML_PTILE
-#define BML_PTILE 4 /* blocks per tile */
+#ifndef BML_LHALVES
+#define BML_LHALVES 2 /* 2: the table double-buffered (32 KiB); 1: one buffer, two barriers a tile */
 #endif
-#define BML_PCH ((BML_PROWS * 8 + BML_PWG - 1) / BML_PWG)      /* lane chains per work-item */
-#define BML_PTE ((BML_PTILE * 512 + BML_PWG - 1) / BML_PWG)     /* table entries per work-item */
-#define BML_PAB ((BML_PROWS * BML_PTILE + BML_PWG - 1) / BML_PWG) /* (row, block) pairs per work-item */
+#if BML_LAHEAD < 2 || BML_LRRPT < 1 || BML_LRRPT > 4 || (BML_LHALVES != 1 && BML_LHALVES != 2)
+#error "BML_LAHEAD must be 2 or more, BML_LRRPT 1 to 4, BML_LHALVES 1 or 2"
+#endif
+#define BML_LTAB 4096u /* words of one tile's table: 8 blocks * 4 sub-blocks * 8 lanes * 16 patterns */
 
-/* What a work-item reads from global memory for one tile: loaded one tile
- * ahead, so the loads of the next tile are in flight while this one is
- * computed (a tile is otherwise two global latencies in a row). */
+/* Pair (block j, sub-block k, lane l) = 32 j + 8 k + l of a tile holds its
+ * 16 products at words 16 pair + (p ^ bml_swz(pair)): the swizzle puts the
+ * entries that 32 consecutive pairs write at one step in 32 distinct banks,
+ * while one pair's 16 entries stay 16 distinct words in 16 distinct banks
+ * (a SIMD group's lookups). */
+#define bml_swz(pair) (((pair) >> 1) & 15u)
+
+/* The activation values a unit of the table is built from. */
 typedef struct {
-  char4 q[BML_PTE], nq[BML_PTE];
-  float d1[BML_PTE];
-  uint4 w[BML_PAB];
-  float d0[BML_PAB];
-} bml_ptile_regs;
+  char4 q, nq;
+  float d;
+} bml_lsrc;
 
-inline void bml_ptile_load(bml_ptile_regs *x, uint tb, uint nb, uint lid, uint row0, uint rows,
-                           __global const char4 *q, __global const char4 *nq, __global const float *d1,
-                           __global const uint4 *bits, __global const float *d0) {
-  const uint tk = min((uint)BML_PTILE, nb - tb);
-  for (uint j = 0; j < BML_PTE; j++) {
-    const uint e = lid + j * BML_PWG;
-    if (e < tk * 512u) {
-      const uint l = (e >> 4) & 7u, sk = tb * 4u + (e >> 7);
-      x->q[j] = q[8u * sk + l];
-      x->nq[j] = nq[8u * sk + l];
-      x->d1[j] = d1[sk];
-    }
-  }
-  for (uint j = 0; j < BML_PAB; j++) {
-    const uint pr = lid + j * BML_PWG, r = pr % BML_PROWS, b = pr / BML_PROWS, row = row0 + r;
-    if (pr < BML_PROWS * tk && row < rows) {
-      x->w[j] = bits[(tb + b) * rows + row];
-      x->d0[j] = d0[(tb + b) * rows + row];
-    }
+/* Unit u of a tile is pair u % 256 (block j = pair / 32, sub-block k and
+ * lane l: pair % 32 = 8k + l), patterns (u / 256) * unit onwards; a
+ * work-group of wg work-items builds the 4096 entries in units of
+ * unit = min(16, 4096 / wg). */
+inline void bml_lsrc_load(bml_lsrc *x, uint u, uint tile, uint nb, __global const char4 *q,
+                          __global const char4 *nq, __global const float *d1) {
+  const uint pair = u % 256u, b = tile * 8u + pair / 32u, sk = b * 4u + (pair % 32u) / 8u;
+  if (b < nb) {
+    x->q = q[8u * sk + pair % 8u];
+    x->nq = nq[8u * sk + pair % 8u];
+    x->d = d1[sk];
   }
 }
 
-__kernel __attribute__((reqd_work_group_size(BML_PWG, 1, 1)))
-void q1_0_mat_vec_p(__global const uint4 *restrict bits, __global const float *restrict d0,
+/* The unit's entries d * s(p): s(p) summed exactly in integers (one more
+ * quant taken instead of its negation per step), converted exactly
+ * (|s| <= 512) with the 1.5 * 2^23 trick, one multiply each. */
+inline void bml_lbuild(__local float *tab, uint u, const bml_lsrc *x, const uint unit) {
+  const uint pair = u % 256u, p0 = (u / 256u) * unit;
+  const int dq[4] = {x->q.x - x->nq.x, x->q.y - x->nq.y, x->q.z - x->nq.z, x->q.w - x->nq.w};
+  int m[16];
+  m[0] = 0x4B400000 + x->nq.x + x->nq.y + x->nq.z + x->nq.w + ((p0 & 1u) ? dq[0] : 0) + ((p0 & 2u) ? dq[1] : 0) +
+         ((p0 & 4u) ? dq[2] : 0) + ((p0 & 8u) ? dq[3] : 0);
+#pragma unroll
+  for (uint i = 1; i < unit; i++) {
+    const uint low = i & (0u - i);
+    m[i] = m[i & (i - 1u)] + dq[low == 1u ? 0 : low == 2u ? 1 : low == 4u ? 2 : 3];
+  }
+  __local float *t = tab + pair * 16u;
+  const uint z = bml_swz(pair);
+#pragma unroll
+  for (uint i = 0; i < unit; i++) t[(p0 + i) ^ z] = x->d * (as_float(m[i]) - 12582912.0f);
+}
+
+/* A table word of block j of the tile: its byte address is the block's
+ * offset plus ((4 * pattern) ^ c) where c (bml_lc) holds the tile half, the
+ * sub-block, the lane and the swizzle: a shift and one three-input logic
+ * operation per lookup. */
+#define BML_LT(j, byteoff) (*(__local const float *)((__local const char *)tab + (j) * (512u * 4u) + (byteoff)))
+#define BML_LNIB(x, sh) (((sh) >= 2 ? (x) >> ((sh) - 2) : (x) << (2 - (sh))) & 0x3Cu) /* 4 * bits sh..sh+3 of x */
+
+/* One block's lane: ab = ((P0 + P1) + P2) + P3 from the table (x: the word
+ * holding the block's 16 bits at bit h), then the outer fma with the
+ * block's scale (dl: the row's scales of the tile, one per gr words). */
+#define BML_LBLOCK(x, h, j, acc, dl)                                              \
+  do {                                                                            \
+    float ab_ = BML_LT(j, BML_LNIB(x, (h)) ^ c0);                                 \
+    ab_ = ab_ + BML_LT(j, BML_LNIB(x, (h) + 4) ^ c1);                             \
+    ab_ = ab_ + BML_LT(j, BML_LNIB(x, (h) + 8) ^ c2);                             \
+    ab_ = ab_ + BML_LT(j, BML_LNIB(x, (h) + 12) ^ c3);                            \
+    acc = BML_OUTER((dl)[(j) * gr], ab_, acc);                                    \
+  } while (0)
+
+/* c of sub-block k for lane l in tile half par: the byte offset of the
+ * pair's 16 words in block 0, with the swizzle in bits 2..5. */
+inline uint bml_lc(uint par, uint k, uint l) {
+  const uint pair = 8u * k + l;
+  return ((par * BML_LTAB + pair * 16u) << 2) | (bml_swz(pair) << 2);
+}
+
+/* The next tile's table, from the sources loaded a tile ago, into its half
+ * (the other one, or the only one), its scales (dq[slot]) into theirs, and
+ * the sources of the tile after it. */
+#define BML_LNEXT(tb, slot)                                                                              \
+  if ((tb) + 1u < nt) {                                                                                  \
+    const uint nx = (tb) + 1u, kb = min(8u, nb - nx * 8u);                                               \
+    for (uint i = 0; i < units; i++)                                                                     \
+      if ((lid + i * wg) % 256u / 32u < kb)                                                              \
+        bml_lbuild(tab + (nx & 1u) * (BML_LHALVES - 1u) * BML_LTAB, lid + i * wg, &src[i], unit);         \
+    if ((tb) + 2u < nt)                                                                                  \
+      for (uint i = 0; i < units; i++) bml_lsrc_load(&src[i], lid + i * wg, (tb) + 2u, nb, q, nq, d1);   \
+    for (uint i = 0; i < rpt; i++) dtab[(nx & 1u) * 8u * gr + l * gr + i * lr + rr] = live[i] ? dq[slot][i] : 0.0f; \
+  }
+
+/* The body of both kernels; lr and rpt are constants where it is inlined.
+ * tab: BML_LHALVES * BML_LTAB floats; dtab: 2 * 8 * lr * rpt floats. */
+inline void bml_lanes(__global const uint4 *bits, __global const float *d0, __global const char4 *q,
+                      __global const char4 *nq, __global const float *d1, const uint rows, const uint nb,
+                      __global float *out, __local float *tab, __local float *dtab, const uint lr,
+                      const uint rpt) {
+  const uint wg = 8u * lr, gr = lr * rpt;
+  const uint unit = 4096u / wg < 16u ? 4096u / wg : 16u, units = 4096u / wg / unit;
+  const uint lid = get_local_id(0), l = lid / lr, rr = lid % lr;
+  const uint row0 = get_group_id(0) * gr + rr; /* rows row0 + i * lr, i < rpt */
+  const uint nt = (nb + 7u) / 8u;
+  bool live[4];
+#pragma unroll
+  for (uint i = 0; i < rpt; i++) live[i] = row0 + i * lr < rows;
+  /* work-item (l, rr) loads its lane's bits of its rows, and d0 of block 8t + l of its rows */
+  uint4 wq[BML_LAHEAD][4];
+  float dq[BML_LAHEAD][4];
+#pragma unroll
+  for (uint a = 0; a < BML_LAHEAD; a++)
+#pragma unroll
+    for (uint i = 0; i < rpt; i++)
+      if (live[i] && a < nt) {
+        const uint at = (a * 8u + l) * rows + row0 + i * lr;
+        wq[a][i] = bits[at];
+        dq[a][i] = d0[at];
+      }
+  /* tile 0's table now, tile 1's sources loaded */
+  bml_lsrc src[4];
+#pragma unroll
+  for (uint i = 0; i < units; i++) bml_lsrc_load(&src[i], lid + i * wg, 0, nb, q, nq, d1);
+#pragma unroll
+  for (uint i = 0; i < units; i++)
+    if ((lid + i * wg) % 256u / 32u < min(8u, nb)) bml_lbuild(tab, lid + i * wg, &src[i], unit);
+  if (nt > 1u) {
+#pragma unroll
+    for (uint i = 0; i < units; i++) bml_lsrc_load(&src[i], lid + i * wg, 1, nb, q, nq, d1);
+  }
+#pragma unroll
+  for (uint i = 0; i < rpt; i++) dtab[l * gr + i * lr + rr] = live[i] ? dq[0][i] : 0.0f;
+  float acc[4];
+#pragma unroll
+  for (uint i = 0; i < rpt; i++) acc[i] = 0.0f;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (uint tb = 0; tb < nt; tb++) {
+    uint4 w[4];
+#pragma unroll
+    for (uint i = 0; i < rpt; i++) w[i] = wq[0][i];
+#if BML_LHALVES == 2
+    BML_LNEXT(tb, 1); /* before the queue moves: slot 1 is tile tb + 1 */
+#endif
+#pragma unroll
+    for (uint a = 0; a + 1u < BML_LAHEAD; a++)
+#pragma unroll
+      for (uint i = 0; i < rpt; i++) wq[a][i] = wq[a + 1u][i], dq[a][i] = dq[a + 1u][i];
+    {
+      const uint t = tb + BML_LAHEAD;
+#pragma unroll
+      for (uint i = 0; i < rpt; i++)
+        if (live[i] && t < nt) {
+          const uint at = (t * 8u + l) * rows + row0 + i * lr;
+          wq[BML_LAHEAD - 1][i] = bits[at];
+          dq[BML_LAHEAD - 1][i] = d0[at];
+        }
+    }
+    const uint par = (tb & 1u) * (BML_LHALVES - 1u); /* the table's half */
+    const uint c0 = bml_lc(par, 0, l), c1 = bml_lc(par, 1, l), c2 = bml_lc(par, 2, l), c3 = bml_lc(par, 3, l);
+    const uint kb = min(8u, nb - tb * 8u);
+#pragma unroll
+    for (uint i = 0; i < rpt; i++) {
+      if (!live[i]) continue;
+      __local const float *dl = dtab + (tb & 1u) * 8u * gr + i * lr + rr;
+      const uint4 x = w[i];
+      if (kb == 8u) {
+        BML_LBLOCK(x.x, 0, 0u, acc[i], dl);
+        BML_LBLOCK(x.x, 16, 1u, acc[i], dl);
+        BML_LBLOCK(x.y, 0, 2u, acc[i], dl);
+        BML_LBLOCK(x.y, 16, 3u, acc[i], dl);
+        BML_LBLOCK(x.z, 0, 4u, acc[i], dl);
+        BML_LBLOCK(x.z, 16, 5u, acc[i], dl);
+        BML_LBLOCK(x.w, 0, 6u, acc[i], dl);
+        BML_LBLOCK(x.w, 16, 7u, acc[i], dl);
+      } else { /* the last tile of a row whose blocks are not a multiple of 8 */
+        const uint ws[8] = {x.x, x.x >> 16, x.y, x.y >> 16, x.z, x.z >> 16, x.w, x.w >> 16};
+        for (uint j = 0; j < kb; j++) BML_LBLOCK(ws[j], 0, j, acc[i], dl);
+      }
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+#if BML_LHALVES == 1
+    BML_LNEXT(tb, 0); /* the queue has moved: slot 0 is tile tb + 1 */
+    barrier(CLK_LOCAL_MEM_FENCE);
+#endif
+  }
+  /* join the lanes: the table is free now */
+#pragma unroll
+  for (uint i = 0; i < rpt; i++) tab[l * gr + i * lr + rr] = acc[i];
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (uint x = lid; x < gr; x += wg) {
+    const uint r = get_group_id(0) * gr + x;
+    if (r >= rows) continue;
+    float a[8];
+    for (uint i = 0; i < 8u; i++) a[i] = tab[i * gr + x];
+    out[r] = bml_reduce8(a);
+  }
+}
+
+__kernel __attribute__((reqd_work_group_size(8 * BML_LROWS, 1, 1)))
+void q1_0_mat_vec_l(__global const uint4 *restrict bits, __global const float *restrict d0,
                     __global const char *restrict act_base, const uint act_off, const uint rows,
                     const uint nb, __global float *restrict out_base, const uint out_off) {
-  __local float tab[BML_PTILE * 512];           /* [block][sub-block][lane][pattern] */
-  __local float abl[BML_PTILE * 9 * BML_PROWS]; /* [block][lane, then d0][row] */
-  const uint lid = get_local_id(0), row0 = get_group_id(0) * BML_PROWS;
+  __local float tab[BML_LHALVES * BML_LTAB]; /* [tile half][block][sub-block][lane][pattern, swizzled] */
+  __local float dtab[2 * 8 * BML_LROWS]; /* [tile half][block][row]: the scales d0 */
   const uint n = nb * 128u;
   BML_ACTIVATION(act_base, act_off, n);
-  __global float *out = out_base + out_off;
-  float acc[BML_PCH];
-  for (uint i = 0; i < BML_PCH; i++) acc[i] = 0.0f;
-  bml_ptile_regs cur, next;
-  bml_ptile_load(&next, 0, nb, lid, row0, rows, q, nq, d1, bits, d0);
-  for (uint tb = 0; tb < nb; tb += BML_PTILE) {
-    const uint tk = min((uint)BML_PTILE, nb - tb);
-    cur = next;
-    if (tb + BML_PTILE < nb) bml_ptile_load(&next, tb + BML_PTILE, nb, lid, row0, rows, q, nq, d1, bits, d0);
-    for (uint j = 0; j < BML_PTE; j++) { /* (1) the table */
-      const uint e = lid + j * BML_PWG, p = e & 15u;
-      if (e >= tk * 512u) continue;
-      const char4 qq = cur.q[j], nn = cur.nq[j];
-      const int s = ((p & 1u) ? qq.x : nn.x) + ((p & 2u) ? qq.y : nn.y) + ((p & 4u) ? qq.z : nn.z) +
-                    ((p & 8u) ? qq.w : nn.w);
-      tab[e] = cur.d1[j] * (float)s;
-    }
-    barrier(CLK_LOCAL_MEM_FENCE);
-    for (uint j = 0; j < BML_PAB; j++) { /* (2) ab of (row, block) pairs */
-      const uint pr = lid + j * BML_PWG, r = pr % BML_PROWS, b = pr / BML_PROWS;
-      if (pr >= BML_PROWS * tk || row0 + r >= rows) continue;
-      const uint4 w = cur.w[j];
-      __local const float *t = tab + b * 512u;
-      __local float *o = abl + b * 9u * BML_PROWS + r;
-      for (uint l = 0; l < 8u; l++) {
-        const uint sh = 4u * l;
-        float ab = t[l * 16u + ((w.x >> sh) & 15u)];
-        ab = ab + t[128u + l * 16u + ((w.y >> sh) & 15u)];
-        ab = ab + t[256u + l * 16u + ((w.z >> sh) & 15u)];
-        ab = ab + t[384u + l * 16u + ((w.w >> sh) & 15u)];
-        o[l * BML_PROWS] = ab;
-      }
-      o[8u * BML_PROWS] = cur.d0[j];
-    }
-    barrier(CLK_LOCAL_MEM_FENCE);
-    for (uint i = 0; i < BML_PCH; i++) { /* (3) the chains, in block order */
-      const uint c = lid + i * BML_PWG, r = c % BML_PROWS, l = c / BML_PROWS;
-      if (c < BML_PROWS * 8u && row0 + r < rows)
-        for (uint b = 0; b < tk; b++)
-          acc[i] = BML_OUTER(abl[(b * 9u + 8u) * BML_PROWS + r], abl[(b * 9u + l) * BML_PROWS + r], acc[i]);
-    }
-    barrier(CLK_LOCAL_MEM_FENCE);
-  }
-  for (uint i = 0; i < BML_PCH; i++) { /* join the lanes */
-    const uint c = lid + i * BML_PWG;
-    if (c < BML_PROWS * 8u) abl[c] = acc[i]; /* [lane][row] */
-  }
-  barrier(CLK_LOCAL_MEM_FENCE);
-  for (uint r = lid; r < BML_PROWS; r += BML_PWG) {
-    if (row0 + r >= rows) continue;
-    float a[8];
-    for (uint l = 0; l < 8u; l++) a[l] = abl[l * BML_PROWS + r];
-    out[row0 + r] = bml_reduce8(a);
-  }
+  bml_lanes(bits, d0, q, nq, d1, rows, nb, out_base + out_off, tab, dtab, BML_LROWS, 1u);
+}
+
+__kernel __attribute__((reqd_work_group_size(8 * BML_LRROWS, 1, 1)))
+void q1_0_mat_vec_lr(__global const uint4 *restrict bits, __global const float *restrict d0,
+                     __global const char *restrict act_base, const uint act_off, const uint rows,
+                     const uint nb, __global float *restrict out_base, const uint out_off) {
+  __local float tab[BML_LHALVES * BML_LTAB];
+  __local float dtab[2 * 8 * BML_LRROWS * BML_LRRPT];
+  const uint n = nb * 128u;
+  BML_ACTIVATION(act_base, act_off, n);
+  bml_lanes(bits, d0, q, nq, d1, rows, nb, out_base + out_off, tab, dtab, BML_LRROWS, BML_LRRPT);
 }
 
 /* The fma probe: out[i] = fma(a[i], b[i], c[i]) with the device's fma, and

@@ -8,14 +8,14 @@
 
 /* The kernels of cl/q1_0.cl that compute products. */
 typedef enum {
-  BML_KERNEL_MAT_VEC = 0,   /* a work-item per row */
-  BML_KERNEL_MAT_VEC8 = 1,  /* eight work-items per row, one per lane */
-  BML_KERNEL_MAT_VEC_T = 2, /* a work-item per row, products tabulated in local memory */
-  BML_KERNEL_MAT_VEC_P = 3, /* the same, a row's work spread over many work-items */
+  BML_KERNEL_MAT_VEC = 0,    /* a work-item per row, the reference order written out plainly */
+  BML_KERNEL_MAT_VEC8 = 1,   /* a work-item per (row, lane) */
+  BML_KERNEL_MAT_VEC_L = 2,  /* a work-item per (row, lane), products tabulated in local memory */
+  BML_KERNEL_MAT_VEC_LR = 3, /* the same, a work-item per (several rows, lane): for big products */
   BML_KERNEL_COUNT
 } bml__kernel_id;
 
-/* "q1_0_mat_vec", "q1_0_mat_vec8", "q1_0_mat_vec_t", "q1_0_mat_vec_p". */
+/* "q1_0_mat_vec", "q1_0_mat_vec8", "q1_0_mat_vec_l", "q1_0_mat_vec_lr". */
 const char *bml__kernel_name(bml__kernel_id k);
 
 /* One build of cl/q1_0.cl. */
@@ -38,18 +38,22 @@ typedef struct bml__card {
   bool cr_divide_sqrt; /* CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT advertised */
   size_t max_chunk_rows; /* test hook: rows per buffer chunk (0: by max_alloc only) */
   cl_ulong local_mem;
-  size_t twg, tile;      /* q1_0_mat_vec_t's tunables (-DBML_TWG, -DBML_TILE) */
-  size_t pwg, prows, ptile; /* q1_0_mat_vec_p's (-DBML_PWG, -DBML_PROWS, -DBML_PTILE) */
-  size_t p_below;           /* products of fewer rows run q1_0_mat_vec_p, the others _t (tune.c) */
+  size_t lrows;          /* q1_0_mat_vec_l's rows per work-group (-DBML_LROWS) */
+  size_t lrrows, lrrpt;  /* q1_0_mat_vec_lr's rows per slice and slices (-DBML_LRROWS, -DBML_LRRPT) */
+  size_t lr_from;        /* products of this many rows or more run q1_0_mat_vec_lr, the others _l (tune.c) */
 } bml__card;
 
-/* Sets q1_0_mat_vec_t's rows per work-group and blocks per table tile
- * (clamped to the device's work-group size and local memory) for later
- * builds.  Cannot fail. */
-void bml__card_set_tunables(bml__card *c, size_t twg, size_t tile);
-/* The same for q1_0_mat_vec_p: work-items per group, rows per group, blocks
- * per tile (clamped so its local memory fits). */
-void bml__card_set_ptunables(bml__card *c, size_t pwg, size_t prows, size_t ptile);
+/* Sets the table kernels' shapes for later builds: q1_0_mat_vec_l's rows
+ * per work-group, q1_0_mat_vec_lr's rows per slice and slices per
+ * work-item.  A work-group is 8 work-items per row of a slice: rows are
+ * halved (not below 8) until it fits the device's work-group size; slices
+ * are clamped to 1..4.  Cannot fail. */
+void bml__card_set_tunables(bml__card *c, size_t lrows, size_t lrrows, size_t lrrpt);
+
+/* Whether the table kernels double-buffer their table (32 KiB of local
+ * memory and the scales): on a card with less, one buffer and a second
+ * barrier per tile. */
+bool bml__card_table_halves2(const bml__card *c);
 
 /* The work-group size of q1_0_mat_vec8 on this card (-DBML_WG): 64, or the
  * largest multiple of 8 the device allows.  Cannot fail. */

@@ -4,11 +4,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-size_t bml__card_matrix_bytes(size_t rows, size_t n) { return rows * (n / BML_Q1_0_BLOCK) * 20; }
+/* Blocks of a row as stored: whole tiles of eight (cl/q1_0.cl). */
+static size_t padded_blocks(size_t n) { return (n / BML_Q1_0_BLOCK + 7) / 8 * 8; }
+
+size_t bml__card_matrix_bytes(size_t rows, size_t n) { return rows * padded_blocks(n) * 20; }
 
 /* Rows per chunk: the bits buffer (16 bytes a block) is the largest. */
 static size_t chunk_rows(const bml__card *c, size_t n) {
-  size_t per_row = n / BML_Q1_0_BLOCK * 16;
+  size_t per_row = padded_blocks(n) * 16;
   size_t rows = c->max_alloc / per_row;
   if (c->max_chunk_rows && rows > c->max_chunk_rows) rows = c->max_chunk_rows;
   return rows ? rows : 1;
@@ -20,14 +23,28 @@ static const bml_block_q1_0 *part_row(const bml__rows_part *parts, size_t r, siz
   return parts->w + r * nb;
 }
 
-/* bits[(b*rows + r)*4 + k] and d0[b*rows + r] for rows [row0, row0 + rows). */
+/* The lane-tile layout of cl/q1_0.cl for rows [row0, row0 + rows): lane l's
+ * four bits of sub-block k of block b (bits 4l..4l+3 of the block's word k)
+ * become bits 4k..4k+3 of half-word b % 8 of the uint4 of tile b / 8 and
+ * lane l; d0[b * rows + r] is the block's scale.  The buffers are zeroed
+ * first: the padding of a last partial tile stays zero. */
 static void repack(const bml__rows_part *parts, size_t row0, size_t rows, size_t nb, uint32_t *bits, float *d0) {
   const float *half = bml__half_table();
+  const size_t pb = (nb + 7) / 8 * 8;
+  memset(bits, 0, rows * pb * 16);
+  memset(d0, 0, rows * pb * sizeof *d0);
   for (size_t r = 0; r < rows; r++) {
     const bml_block_q1_0 *row = part_row(parts, row0 + r, nb);
     for (size_t b = 0; b < nb; b++) {
-      /* little-endian host and card: bit j of word k is element j of sub-block k */
-      memcpy(&bits[(b * rows + r) * 4], row[b].qs, sizeof row[b].qs);
+      uint32_t wk[4];
+      memcpy(wk, row[b].qs, sizeof wk); /* little-endian host and card: bit j of word k is element j of sub-block k */
+      uint32_t *tile = bits + (b / 8) * 8 * rows * 4;
+      const unsigned shift = 16 * (b % 2), word = (unsigned)(b % 8) / 2;
+      for (unsigned l = 0; l < 8; l++) {
+        uint32_t f = 0;
+        for (unsigned k = 0; k < 4; k++) f |= ((wk[k] >> (4 * l)) & 15u) << (4 * k);
+        tile[(l * rows + r) * 4 + word] |= f << shift;
+      }
       d0[b * rows + r] = half[row[b].d];
     }
   }
@@ -98,7 +115,7 @@ int bml__card_matrix_upload(bml__card *c, const bml__rows_part *parts, size_t np
     bml__card_chunk *ch = &m->chunks[i];
     ch->row0 = i * per;
     ch->rows = rows - ch->row0 < per ? rows - ch->row0 : per;
-    size_t bits_size = ch->rows * nb * 16, d0_size = ch->rows * nb * sizeof(float);
+    size_t bits_size = ch->rows * padded_blocks(n) * 16, d0_size = ch->rows * padded_blocks(n) * sizeof(float);
     rc = c->host_unified ? upload_unified(c, parts, nb, ch, bits_size, d0_size)
                          : upload_discrete(c, parts, nb, ch, bits_size, d0_size);
   }
@@ -175,12 +192,13 @@ static void launch_sizes(const bml__card *c, bml__kernel_id k, size_t wg, size_t
   if (k == BML_KERNEL_MAT_VEC8) {
     *local = bml__card_wg8(c); /* as -DBML_WG */
     *global = round_up(rows * 8, *local);
-  } else if (k == BML_KERNEL_MAT_VEC_T) {
-    *local = c->twg; /* as -DBML_TWG */
-    *global = round_up(rows, *local);
-  } else if (k == BML_KERNEL_MAT_VEC_P) {
-    *local = c->pwg; /* as -DBML_PWG: a group per BML_PROWS rows */
-    *global = (rows + c->prows - 1) / c->prows * c->pwg;
+  } else if (k == BML_KERNEL_MAT_VEC_L) {
+    *local = 8 * c->lrows; /* a group per BML_LROWS rows */
+    *global = (rows + c->lrows - 1) / c->lrows * *local;
+  } else if (k == BML_KERNEL_MAT_VEC_LR) {
+    size_t per = c->lrrows * c->lrrpt; /* a group per BML_LRROWS * BML_LRRPT rows */
+    *local = 8 * c->lrrows;
+    *global = (rows + per - 1) / per * *local;
   } else {
     *local = wg ? wg : 64;
     if (*local > c->max_work_group) *local = c->max_work_group;

@@ -212,9 +212,10 @@ static void check_product(card_state *cs, bml__kernel_id k, const bml_block_q1_0
   free(got);
 }
 
-static const size_t full_shapes[][2] = {{64, 128},   {7, 256},     {1, 4096},     {257, 1024},
-                                        {301, 5120}, {4096, 4096}, {12288, 4096}};
-#define QUICK_SHAPES 5
+/* 100x2688 is 21 blocks a row: two whole tiles of eight and a part of one. */
+static const size_t full_shapes[][2] = {{64, 128},   {7, 256},   {1, 4096},    {257, 1024},
+                                        {301, 5120}, {100, 2688}, {4096, 4096}, {12288, 4096}};
+#define QUICK_SHAPES 6
 
 /* Random and layer-shaped data of one shape, and the CPU's answer. */
 typedef struct {
@@ -327,6 +328,7 @@ int bml__oracle_verify(const bml__device *d, size_t index, const bml_verify_opti
     goto done;
   }
   c->max_chunk_rows = hooks.max_chunk_rows;
+  if (hooks.local_mem) c->local_mem = hooks.local_mem;
   int tuned = bml__tune(c, &d->cl);
   if (tuned != 0) bml__debug(BML_CAT_BUILD, "tuning failed (%s): the default tunables", bml_err_name(tuned));
   if ((rc = build(&v, c, false, &native)) != 0 || (rc = probe(&v, c, &native, &native_ok)) != 0) goto done;

@@ -8,7 +8,7 @@
 extern const char bml__cl_q1_0_source[];
 
 const char *bml__kernel_name(bml__kernel_id k) {
-  static const char *const names[] = {"q1_0_mat_vec", "q1_0_mat_vec8", "q1_0_mat_vec_t", "q1_0_mat_vec_p"};
+  static const char *const names[] = {"q1_0_mat_vec", "q1_0_mat_vec8", "q1_0_mat_vec_l", "q1_0_mat_vec_lr"};
   return (unsigned)k < BML_KERNEL_COUNT ? names[k] : "?";
 }
 
@@ -25,8 +25,8 @@ int bml__card_open(const bml__cl_info *ci, bml__card **out, char *err, size_t er
   c->host_unified = ci->host_unified != 0;
   c->cr_divide_sqrt = (ci->fp32 & CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT) != 0;
   c->local_mem = ci->local_mem;
-  bml__card_set_tunables(c, 256, 8);
-  bml__card_set_ptunables(c, 512, 128, 4);
+  bml__card_set_tunables(c, 32, 32, 4);
+  c->lr_from = SIZE_MAX;
   cl_context_properties props[] = {CL_CONTEXT_PLATFORM, (cl_context_properties)ci->platform, 0};
   c->ctx = clCreateContext(props, 1, &ci->id, NULL, NULL, &rc);
   if (rc != CL_SUCCESS) {
@@ -55,26 +55,23 @@ void bml__card_close(bml__card *c) {
   free(c);
 }
 
-/* The options: exact division and square root where offered (the kernels
- * divide nothing today; the option keeps any later use exact), the
- * work-group size of the 8-lane kernel, and never -cl-mad-enable,
- * -cl-fast-relaxed-math, -cl-unsafe-math-optimizations or -cl-denorms-are-zero. */
-void bml__card_set_tunables(bml__card *c, size_t twg, size_t tile) {
-  while (twg > 32 && twg > c->max_work_group) twg /= 2;
-  /* the table takes tile * 2 KiB of local memory; keep room for the driver */
-  while (tile > 1 && tile * 2048 + 1024 > c->local_mem) tile /= 2;
-  c->twg = twg ? twg : 1;
-  c->tile = tile ? tile : 1;
+static size_t fit_rows(const bml__card *c, size_t rows) {
+  if (rows < 8) rows = 8;
+  while (rows > 8 && rows * 8 > c->max_work_group) rows /= 2;
+  return rows;
 }
 
-void bml__card_set_ptunables(bml__card *c, size_t pwg, size_t prows, size_t ptile) {
-  while (pwg > 32 && pwg > c->max_work_group) pwg /= 2;
-  /* local memory: the table (ptile * 2 KiB) and ab (ptile * 9 * prows floats) */
-  while (ptile > 1 && ptile * (2048 + 36 * prows) + 1024 > c->local_mem) ptile /= 2;
-  while (prows > 8 && ptile * (2048 + 36 * prows) + 1024 > c->local_mem) prows /= 2;
-  c->pwg = pwg ? pwg : 1;
-  c->prows = prows;
-  c->ptile = ptile ? ptile : 1;
+void bml__card_set_tunables(bml__card *c, size_t lrows, size_t lrrows, size_t lrrpt) {
+  c->lrows = fit_rows(c, lrows);
+  c->lrrows = fit_rows(c, lrrows);
+  c->lrrpt = lrrpt < 1 ? 1 : lrrpt > 4 ? 4 : lrrpt;
+}
+
+/* The local memory of the table kernels: a tile's table is 16 KiB, the
+ * scales 2 * 8 * rows floats. */
+bool bml__card_table_halves2(const bml__card *c) {
+  size_t rows = c->lrows > c->lrrows * c->lrrpt ? c->lrows : c->lrrows * c->lrrpt;
+  return 2 * 16384 + 64 * rows + 1024 <= c->local_mem;
 }
 
 size_t bml__card_wg8(const bml__card *c) {
@@ -82,11 +79,16 @@ size_t bml__card_wg8(const bml__card *c) {
   return wg8 < 8 ? 8 : wg8;
 }
 
+/* The options: exact division and square root where offered (the kernels
+ * divide nothing today; the option keeps any later use exact), the
+ * kernels' shapes, and never -cl-mad-enable, -cl-fast-relaxed-math,
+ * -cl-unsafe-math-optimizations or -cl-denorms-are-zero. */
 static void build_options(const bml__card *c, bool emulate, const char *extra, char *buf, size_t len) {
   size_t wg8 = bml__card_wg8(c);
-  snprintf(buf, len, "-DBML_WG=%zu -DBML_TWG=%zu -DBML_TILE=%zu -DBML_PWG=%zu -DBML_PROWS=%zu -DBML_PTILE=%zu%s%s%s%s",
-           wg8, c->twg, c->tile, c->pwg, c->prows, c->ptile, c->cr_divide_sqrt ? " -cl-fp32-correctly-rounded-divide-sqrt" : "",
-           emulate ? " -DBML_EMULATE_FMA=1" : "", extra && *extra ? " " : "", extra ? extra : "");
+  snprintf(buf, len, "-DBML_WG=%zu -DBML_LROWS=%zu -DBML_LRROWS=%zu -DBML_LRRPT=%zu -DBML_LHALVES=%d%s%s%s%s", wg8,
+           c->lrows, c->lrrows, c->lrrpt, bml__card_table_halves2(c) ? 2 : 1,
+           c->cr_divide_sqrt ? " -cl-fp32-correctly-rounded-divide-sqrt" : "", emulate ? " -DBML_EMULATE_FMA=1" : "",
+           extra && *extra ? " " : "", extra ? extra : "");
 }
 
 /* The build log, or "" when the driver gives none.  malloc'd. */

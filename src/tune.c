@@ -9,11 +9,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* The candidates of q1_0_mat_vec_t (rows per work-group, blocks per tile)
- * and of q1_0_mat_vec_p (work-items per group, rows per group, blocks per tile). */
-static const size_t t_candidates[][2] = {{64, 8}, {128, 8}, {128, 16}, {256, 8}, {256, 16}, {512, 16}};
-static const size_t p_candidates[][3] = {{256, 32, 8}, {256, 64, 4}, {512, 64, 8}, {512, 128, 4}, {1024, 128, 4},
-                                         {1024, 256, 2}};
+/* The candidates of q1_0_mat_vec_l (rows per work-group) and of
+ * q1_0_mat_vec_lr (rows per slice, slices per work-item). */
+static const size_t l_candidates[] = {16, 32, 64};
+static const size_t lr_candidates[][2] = {{32, 2}, {32, 3}, {32, 4}, {16, 4}, {64, 2}};
 
 /* The measured products: few rows (where a work-item per row leaves a big
  * card idle) and many, both of a model's width, a few kernels back to back
@@ -30,14 +29,17 @@ void bml__tune_disable(bool off) { tuning_off = off; }
 
 /* What the tuning decides. */
 typedef struct {
-  size_t twg, tile, pwg, prows, ptile, p_below;
+  size_t lrows, lrrows, lrrpt, lr_from;
   double us_few, us_many;
 } choice;
 
+/* Before any measurement, or when it fails: shapes that did well on every
+ * card measured, and _lr from 16384 rows. */
+static const choice default_choice = {32, 32, 4, 16384, 0, 0};
+
 static void apply(bml__card *c, const choice *ch) {
-  bml__card_set_tunables(c, ch->twg, ch->tile);
-  bml__card_set_ptunables(c, ch->pwg, ch->prows, ch->ptile);
-  c->p_below = ch->p_below;
+  bml__card_set_tunables(c, ch->lrows, ch->lrrows, ch->lrrpt);
+  c->lr_from = ch->lr_from;
 }
 
 /* ---- the cache file ----------------------------------------------------------- */
@@ -76,11 +78,10 @@ static bool load(const char *path, const bml__cl_info *ci, choice *ch) {
   bool found = false;
   for (size_t i = 0; !found && i < json_array_size(entries); i++) {
     json_t *e = json_array_get(entries, i);
-    choice c = {field(e, "twg", 4096), field(e, "tile", 64), field(e, "pwg", 4096), field(e, "prows", 4096),
-                field(e, "ptile", 64), 0, 0, 0};
-    json_int_t below = json_integer_value(json_object_get(e, "p_below_rows"));
-    c.p_below = below > 0 ? (size_t)below : 0;
-    if (entry_matches(e, ci) && c.twg && c.tile && c.pwg && c.prows && c.ptile) {
+    choice c = {field(e, "lrows", 4096), field(e, "lrrows", 4096), field(e, "lrrpt", 4), 0, 0, 0};
+    json_int_t from = json_integer_value(json_object_get(e, "lr_from_rows"));
+    c.lr_from = from > 0 ? (size_t)from : SIZE_MAX;
+    if (entry_matches(e, ci) && c.lrows && c.lrrows && c.lrrpt) {
       *ch = c;
       found = true;
     }
@@ -111,13 +112,12 @@ static void save(const char *path, const bml__cl_info *ci, const choice *ch) {
   json_t *entries = json_object_get(root, "entries");
   for (size_t i = json_array_size(entries); i-- > 0;)
     if (entry_matches(json_array_get(entries, i), ci)) json_array_remove(entries, i);
-  json_array_append_new(entries, json_pack("{s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:f, s:f}", "device",
-                                           ci->name, "driver", ci->driver_version, "bankml_cl_version",
-                                           bml_version_string(), "twg", (json_int_t)ch->twg, "tile",
-                                           (json_int_t)ch->tile, "pwg", (json_int_t)ch->pwg, "prows",
-                                           (json_int_t)ch->prows, "ptile", (json_int_t)ch->ptile, "p_below_rows",
-                                           (json_int_t)ch->p_below, "us_4096x4096", ch->us_few,
-                                           "us_32768x4096", ch->us_many));
+  json_int_t from = ch->lr_from > (size_t)INT32_MAX ? 0 : (json_int_t)ch->lr_from; /* 0: never */
+  json_array_append_new(entries, json_pack("{s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:f, s:f}", "device", ci->name,
+                                           "driver", ci->driver_version, "bankml_cl_version", bml_version_string(),
+                                           "lrows", (json_int_t)ch->lrows, "lrrows", (json_int_t)ch->lrrows,
+                                           "lrrpt", (json_int_t)ch->lrrpt, "lr_from_rows", from, "us_4096x4096",
+                                           ch->us_few, "us_32768x4096", ch->us_many));
   make_dirs(path);
   char tmp[1100];
   snprintf(tmp, sizeof tmp, "%s.%ld.tmp", path, (long)getpid());
@@ -193,40 +193,37 @@ static void release(bench *t) {
   bml__card_buf_free(&t->out);
 }
 
-/* The fastest q1_0_mat_vec_t and q1_0_mat_vec_p candidates, and where each wins. */
+/* The fastest q1_0_mat_vec_l and q1_0_mat_vec_lr candidates, and where each wins. */
 static int measure(bml__card *c, choice *best) {
   bench t = {0};
   int rc = prepare(c, &t);
-  double t_few = 1e30, t_many = 1e30, p_few = 1e30, p_many = 1e30;
-  for (size_t i = 0; rc == 0 && i < BML_ARRAY_SIZE(t_candidates); i++) {
-    bml__card_set_tunables(c, t_candidates[i][0], t_candidates[i][1]);
-    if (c->twg != t_candidates[i][0] || c->tile != t_candidates[i][1]) continue; /* beyond this device */
+  double l_few = 1e30, l_many = 1e30, lr_few = 1e30, lr_many = 1e30;
+  for (size_t i = 0; rc == 0 && i < BML_ARRAY_SIZE(l_candidates); i++) {
+    bml__card_set_tunables(c, l_candidates[i], best->lrrows, best->lrrpt);
+    if (c->lrows != l_candidates[i]) continue; /* beyond this device */
     double few, many;
-    rc = time_candidate(c, BML_KERNEL_MAT_VEC_T, &t, &few, &many);
-    bml__debug(BML_CAT_BUILD, "tuning \"%s\": _t %zu/%zu: %.1f / %.1f us", c->name, c->twg, c->tile, few, many);
-    if (rc == 0 && few + many < t_few + t_many) t_few = few, t_many = many, best->twg = c->twg, best->tile = c->tile;
+    rc = time_candidate(c, BML_KERNEL_MAT_VEC_L, &t, &few, &many);
+    bml__debug(BML_CAT_BUILD, "tuning \"%s\": _l %zu: %.1f / %.1f us", c->name, c->lrows, few, many);
+    if (rc == 0 && few + many < l_few + l_many) l_few = few, l_many = many, best->lrows = c->lrows;
   }
-  bml__card_set_tunables(c, best->twg, best->tile);
-  for (size_t i = 0; rc == 0 && i < BML_ARRAY_SIZE(p_candidates); i++) {
-    bml__card_set_ptunables(c, p_candidates[i][0], p_candidates[i][1], p_candidates[i][2]);
-    if (c->pwg != p_candidates[i][0] || c->prows != p_candidates[i][1] || c->ptile != p_candidates[i][2]) continue;
+  for (size_t i = 0; rc == 0 && i < BML_ARRAY_SIZE(lr_candidates); i++) {
+    bml__card_set_tunables(c, best->lrows, lr_candidates[i][0], lr_candidates[i][1]);
+    if (c->lrrows != lr_candidates[i][0] || c->lrrpt != lr_candidates[i][1]) continue;
     double few, many;
-    rc = time_candidate(c, BML_KERNEL_MAT_VEC_P, &t, &few, &many);
-    bml__debug(BML_CAT_BUILD, "tuning \"%s\": _p %zu/%zu/%zu: %.1f / %.1f us", c->name, c->pwg, c->prows, c->ptile,
-               few, many);
-    if (rc == 0 && few + many < p_few + p_many)
-      p_few = few, p_many = many, best->pwg = c->pwg, best->prows = c->prows, best->ptile = c->ptile;
+    rc = time_candidate(c, BML_KERNEL_MAT_VEC_LR, &t, &few, &many);
+    bml__debug(BML_CAT_BUILD, "tuning \"%s\": _lr %zux%zu: %.1f / %.1f us", c->name, c->lrrows, c->lrrpt, few, many);
+    if (rc == 0 && many < lr_many) lr_few = few, lr_many = many, best->lrrows = c->lrrows, best->lrrpt = c->lrrpt;
   }
-  /* the kernel for a product: _p where it won, by rows */
-  best->p_below = p_many < t_many ? SIZE_MAX / 2 : p_few < t_few ? (TUNE_FEW + TUNE_MANY) / 2 : 0;
-  best->us_few = p_few < t_few ? p_few : t_few;
-  best->us_many = p_many < t_many ? p_many : t_many;
+  /* the kernel for a product: _lr where it won, by rows */
+  best->lr_from = lr_few < l_few ? 0 : lr_many < l_many ? (TUNE_FEW + TUNE_MANY) / 2 : SIZE_MAX;
+  best->us_few = lr_few < l_few ? lr_few : l_few;
+  best->us_many = lr_many < l_many ? lr_many : l_many;
   release(&t);
   return rc;
 }
 
 int bml__tune(bml__card *c, const bml__cl_info *ci) {
-  choice ch = {256, 8, 512, 128, 4, 0, 0, 0};
+  choice ch = default_choice;
   char path[1024];
   bool cached = cache_path(path, sizeof path) == 0 && load(path, ci, &ch);
   if (cached || tuning_off) {
@@ -234,16 +231,16 @@ int bml__tune(bml__card *c, const bml__cl_info *ci) {
     return 0;
   }
   int rc = measure(c, &ch);
-  if (rc != 0) ch = (choice){256, 8, 512, 128, 4, 0, 0, 0}; /* a failed measurement is not fatal */
+  if (rc != 0) ch = default_choice; /* a failed measurement is not fatal */
   apply(c, &ch);
   if (rc != 0) return rc;
-  bml__debug(BML_CAT_BUILD, "tuned \"%s\": _t %zu/%zu, _p %zu/%zu/%zu below %zu rows (%.1f us for %dx%d, %.1f for %dx%d)",
-             c->name, ch.twg, ch.tile, ch.pwg, ch.prows, ch.ptile, ch.p_below, ch.us_few, TUNE_FEW, TUNE_N, ch.us_many,
-             TUNE_MANY, TUNE_N);
+  bml__debug(BML_CAT_BUILD, "tuned \"%s\": _l %zu, _lr %zux%zu from %zu rows (%.1f us for %dx%d, %.1f for %dx%d)",
+             c->name, ch.lrows, ch.lrrows, ch.lrrpt, ch.lr_from, ch.us_few, TUNE_FEW, TUNE_N, ch.us_many, TUNE_MANY,
+             TUNE_N);
   if (path[0]) save(path, ci, &ch);
   return 0;
 }
 
 bml__kernel_id bml__tune_kernel_for(const bml__card *c, size_t rows) {
-  return rows < c->p_below ? BML_KERNEL_MAT_VEC_P : BML_KERNEL_MAT_VEC_T;
+  return rows >= c->lr_from ? BML_KERNEL_MAT_VEC_LR : BML_KERNEL_MAT_VEC_L;
 }

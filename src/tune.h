@@ -1,4 +1,4 @@
-/* tune.h -- per-card tunables of q1_0_mat_vec_t, measured once and remembered. */
+/* tune.h -- per-card shapes of the table kernels and which one runs a product, measured once and remembered. */
 #ifndef BML_TUNE_H
 #define BML_TUNE_H
 
@@ -6,13 +6,13 @@
 
 /* Sets c's tunables for later builds: those remembered for this device,
  * driver and bankml-cl version (in $BANKML_CACHE_DIR/tuning.json, else
- * $XDG_CACHE_HOME/bankml-cl/, else ~/.cache/bankml-cl/), else the fastest
- * of the candidates on a 12288x4096 product, which is then remembered.
+ * $XDG_CACHE_HOME/bankml-cl/, else the fastest of the candidates on a
+ * 4096x4096 and a 32768x4096 product, which is then remembered.
  * Returns 0, or an error of the measurement (the defaults are then set). */
 int bml__tune(bml__card *c, const bml__cl_info *ci);
 
-/* The kernel for a product of `rows` rows on c: q1_0_mat_vec_p below the
- * tuned threshold, else q1_0_mat_vec_t.  Cannot fail. */
+/* The kernel for a product of `rows` rows on c: q1_0_mat_vec_lr from the
+ * tuned threshold up, else q1_0_mat_vec_l.  Cannot fail. */
 bml__kernel_id bml__tune_kernel_for(const bml__card *c, size_t rows);
 
 /* Tests: no measuring (the remembered or default tunables only). */

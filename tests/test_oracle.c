@@ -88,9 +88,9 @@ Test(oracle, both_kernels_and_the_emulated_fma_pass_every_regime_on_the_card) {
               c.lines[k].total, c.lines[k].first_bad, c.lines[k].detail ? c.lines[k].detail : "");
   cr_expect_eq(rc, 0, "%s", bml_strerror(rc));
   cr_expect_eq(bml_devices_get(l, i)->verified, 1);
-  static const char *const kernels[] = {"q1_0_mat_vec", "q1_0_mat_vec8", "q1_0_mat_vec_t", "q1_0_mat_vec_p"};
+  static const char *const kernels[] = {"q1_0_mat_vec", "q1_0_mat_vec8", "q1_0_mat_vec_l", "q1_0_mat_vec_lr"};
   static const char *const fmas[] = {"native", "emulated"};
-  static const size_t shapes[][2] = {{64, 128}, {7, 256}, {301, 5120}, {4096, 4096}, {12288, 4096}};
+  static const size_t shapes[][2] = {{64, 128}, {7, 256}, {301, 5120}, {100, 2688}, {4096, 4096}, {12288, 4096}};
   for (size_t k = 0; k < BML_ARRAY_SIZE(kernels); k++)
     for (int f = 0; f < 2; f++) {
       for (size_t s = 0; s < BML_ARRAY_SIZE(shapes); s++)
@@ -199,6 +199,30 @@ Test(oracle, matrices_split_into_chunks_give_the_same_bits) {
   bml_devices_free(l);
 }
 
+Test(oracle, a_card_with_little_local_memory_uses_one_table_and_gives_the_same_bits) {
+  size_t i;
+  bml_devices *l = card_under_test(&i);
+  bml__oracle_hooks h = {.local_mem = 24576, .quick = true};
+  bml__oracle_set_hooks(&h);
+  static collected c;
+  bml_verify_options o;
+  bml_verify_options_init(&o);
+  o.on_line = collect;
+  o.ctx = &c;
+  bml__card *card = NULL;
+  bml__build use = {0};
+  cr_assert_eq(bml__oracle_verify(&l->dev[i], i, &o, &card, &use), 0);
+  cr_expect(strstr(use.options, "-DBML_LHALVES=1") != NULL, "%s", use.options);
+  static const char *const kernels[] = {"q1_0_mat_vec_l", "q1_0_mat_vec_lr"};
+  for (size_t k = 0; k < BML_ARRAY_SIZE(kernels); k++) {
+    const bml_verify_line *x = find_line(&c, kernels[k], use.emulated_fma ? "emulated" : "native", 100, 2688, "random");
+    cr_expect(x && x->ok && x->exact == 100, "%s 100x2688 missing or wrong", kernels[k]);
+  }
+  bml__build_release(&use);
+  bml__card_close(card);
+  bml_devices_free(l);
+}
+
 Test(oracle, an_unusable_device_is_not_verified) {
   unsetenv("OCL_ICD_VENDORS");
   unsetenv("BANKML_GPU");
@@ -265,7 +289,7 @@ Test(oracle, tunables_are_measured_once_and_remembered) {
   size_t got = fread(text, 1, sizeof text - 1, f);
   text[got] = '\0';
   fclose(f);
-  cr_expect(strstr(text, bml_devices_get(l, i)->name) && strstr(text, "\"twg\"") && strstr(text, "\"tile\""), "%s", text);
+  cr_expect(strstr(text, bml_devices_get(l, i)->name) && strstr(text, "\"lrows\"") && strstr(text, "\"lrrpt\""), "%s", text);
   logged[0] = '\0';
   c.n = 0;
   cr_assert_eq(verify(l, i, &c, 1), 0);

@@ -417,7 +417,7 @@ Test(worker, a_batch_survives_errors_resting_and_share_zero) {
   bml_worker *w = open_worker("0.5");
   layer l;
   make_layer(&l, 256, 50);
-  bml__worker_hooks h = {.fail_enqueues = 1, .kernel = BML_KERNEL_MAT_VEC_T};
+  bml__worker_hooks h = {.fail_enqueues = 1, .kernel = BML_KERNEL_MAT_VEC_L};
   bml__worker_set_hooks(w, &h);
   cr_assert_eq(bml_worker_mat_vec_batch(w, l.p, 8), 0); /* the error: all on the CPU */
   expect_layer(&l);
@@ -481,8 +481,8 @@ Test(worker, a_batch_of_many_new_matrices_keeps_every_group_valid) {
 }
 
 Test(worker, every_kernel_gives_the_cpu_bits_through_the_worker) {
-  static const bml__kernel_id kernels[] = {BML_KERNEL_MAT_VEC, BML_KERNEL_MAT_VEC8, BML_KERNEL_MAT_VEC_T,
-                                           BML_KERNEL_MAT_VEC_P};
+  static const bml__kernel_id kernels[] = {BML_KERNEL_MAT_VEC, BML_KERNEL_MAT_VEC8, BML_KERNEL_MAT_VEC_L,
+                                           BML_KERNEL_MAT_VEC_LR};
   bml_worker *w = open_worker("0.8");
   cr_assert_eq(bml_worker_set_limit(w, 1.0), 0);
   layer l;
