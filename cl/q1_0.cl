@@ -9,8 +9,8 @@
  *                               its bits 4k..4k+3 are the lane's four weight bits of sub-block
  *                               k (elements 4l..4l+3 of the sub-block; 1 = +d)
  *   d0[b * rows + r]            block b's scale as a float (converted exactly on the host)
- *   act_base + act_off          the activation: n quants (int8), then their 8-bit negations
- *                               (-(-128) = -128, done on the host), then n/32 scales as floats
+ *   act_base + act_off          the activation: n quants (int8), then n/32 scales as floats
+ *                               (their 8-bit negations, -(-128) = -128, are made here)
  *   out_base + out_off          the results, one float per row
  * Several activations and results share one buffer each, so a batch of
  * products is one copy in, one launch per product or group, one copy out.
@@ -83,15 +83,20 @@ inline float bml_exact_fma(float d0, float ab, float acc) {
 #endif
 
 /* The activation at act_off of act_base, as the host lays it out
- * (bml__q1_0_act_split): q, the n quants as char4s (lane l of sub-block sk
- * is q[8*sk + l]); nq, their 8-bit negations; d1, the n/32 scales. */
+ * (bml__card_act_repack): q, the n quants as char4s (lane l of sub-block sk
+ * is q[8*sk + l]); d1, the n/32 scales as floats. */
 #define BML_ACTIVATION(base, off, n)                                                   \
   __global const char4 *q = (__global const char4 *)((base) + (off));                \
-  __global const char4 *nq = (__global const char4 *)((base) + (off) + (n));         \
-  __global const float *d1 = (__global const float *)((base) + (off) + 2u * (n))
+  __global const float *d1 = (__global const float *)((base) + (off) + (n))
 
-/* The exact sum of lane l's four quants under the four bits of nib. */
-inline int bml_lane_sum(uint nib, char4 q, char4 nq) {
+/* The 8-bit negations of four quants: -(-128) is -128, as the reference
+ * has it (unsigned arithmetic wraps; signed overflow would be undefined). */
+inline char4 bml_neg8(char4 q) { return as_char4((uchar4)(0) - as_uchar4(q)); }
+
+/* The exact sum of lane l's four quants under the four bits of nib: each
+ * quant where its bit is set, its 8-bit negation where it is clear. */
+inline int bml_lane_sum(uint nib, char4 q) {
+  const char4 nq = bml_neg8(q);
   return ((nib & 1u) ? q.x : nq.x) + ((nib & 2u) ? q.y : nq.y) + ((nib & 4u) ? q.z : nq.z) +
          ((nib & 8u) ? q.w : nq.w);
 }
@@ -124,7 +129,7 @@ __kernel void q1_0_mat_vec(__global const uint4 *restrict bits, __global const f
       for (uint k = 0; k < 4u; k++) {
         const uint sk = 4u * b + k;
         const float d = d1[sk];
-        const float s = (float)bml_lane_sum((f >> (4u * k)) & 15u, q[8u * sk + l], nq[8u * sk + l]);
+        const float s = (float)bml_lane_sum((f >> (4u * k)) & 15u, q[8u * sk + l]);
         ab[l] = k == 0 ? d * s : BML_INNER(d, s, ab[l]);
       }
     }
@@ -154,7 +159,7 @@ void q1_0_mat_vec8(__global const uint4 *restrict bits, __global const float *re
       float ab = 0.0f;
       for (uint k = 0; k < 4u; k++) {
         const uint sk = 4u * b + k;
-        const float s = (float)bml_lane_sum((f >> (4u * k)) & 15u, q[8u * sk + l], nq[8u * sk + l]);
+        const float s = (float)bml_lane_sum((f >> (4u * k)) & 15u, q[8u * sk + l]);
         const float d = d1[sk];
         ab = k == 0 ? d * s : BML_INNER(d, s, ab);
       }
@@ -234,11 +239,11 @@ typedef struct {
  * work-group of wg work-items builds the 4096 entries in units of
  * unit = min(16, 4096 / wg). */
 inline void bml_lsrc_load(bml_lsrc *x, uint u, uint tile, uint nb, __global const char4 *q,
-                          __global const char4 *nq, __global const float *d1) {
+                          __global const float *d1) {
   const uint pair = u % 256u, b = tile * 8u + pair / 32u, sk = b * 4u + (pair % 32u) / 8u;
   if (b < nb) {
     x->q = q[8u * sk + pair % 8u];
-    x->nq = nq[8u * sk + pair % 8u];
+    x->nq = bml_neg8(x->q);
     x->d = d1[sk];
   }
 }
@@ -299,14 +304,14 @@ inline uint bml_lc(uint par, uint k, uint l) {
       if ((lid + i * wg) % 256u / 32u < kb)                                                              \
         bml_lbuild(tab + (nx & 1u) * (BML_LHALVES - 1u) * BML_LTAB, lid + i * wg, &src[i], unit);         \
     if ((tb) + 2u < nt)                                                                                  \
-      for (uint i = 0; i < units; i++) bml_lsrc_load(&src[i], lid + i * wg, (tb) + 2u, nb, q, nq, d1);   \
+      for (uint i = 0; i < units; i++) bml_lsrc_load(&src[i], lid + i * wg, (tb) + 2u, nb, q, d1);   \
     for (uint i = 0; i < rpt; i++) dtab[(nx & 1u) * 8u * gr + l * gr + i * lr + rr] = live[i] ? dq[slot][i] : 0.0f; \
   }
 
 /* The body of both kernels; lr and rpt are constants where it is inlined.
  * tab: BML_LHALVES * BML_LTAB floats; dtab: 2 * 8 * lr * rpt floats. */
 inline void bml_lanes(__global const uint4 *bits, __global const float *d0, __global const char4 *q,
-                      __global const char4 *nq, __global const float *d1, const uint rows, const uint nb,
+                      __global const float *d1, const uint rows, const uint nb,
                       __global float *out, __local float *tab, __local float *dtab, const uint lr,
                       const uint rpt) {
   const uint wg = 8u * lr, gr = lr * rpt;
@@ -332,13 +337,13 @@ inline void bml_lanes(__global const uint4 *bits, __global const float *d0, __gl
   /* tile 0's table now, tile 1's sources loaded */
   bml_lsrc src[4];
 #pragma unroll
-  for (uint i = 0; i < units; i++) bml_lsrc_load(&src[i], lid + i * wg, 0, nb, q, nq, d1);
+  for (uint i = 0; i < units; i++) bml_lsrc_load(&src[i], lid + i * wg, 0, nb, q, d1);
 #pragma unroll
   for (uint i = 0; i < units; i++)
     if ((lid + i * wg) % 256u / 32u < min(8u, nb)) bml_lbuild(tab, lid + i * wg, &src[i], unit);
   if (nt > 1u) {
 #pragma unroll
-    for (uint i = 0; i < units; i++) bml_lsrc_load(&src[i], lid + i * wg, 1, nb, q, nq, d1);
+    for (uint i = 0; i < units; i++) bml_lsrc_load(&src[i], lid + i * wg, 1, nb, q, d1);
   }
 #pragma unroll
   for (uint i = 0; i < rpt; i++) dtab[l * gr + i * lr + rr] = live[i] ? dq[0][i] : 0.0f;
@@ -416,7 +421,7 @@ void q1_0_mat_vec_l(__global const uint4 *restrict bits, __global const float *r
   __local float dtab[2 * 8 * BML_LROWS]; /* [tile half][block][row]: the scales d0 */
   const uint n = nb * 128u;
   BML_ACTIVATION(act_base, act_off, n);
-  bml_lanes(bits, d0, q, nq, d1, rows, nb, out_base + out_off, tab, dtab, BML_LROWS, 1u);
+  bml_lanes(bits, d0, q, d1, rows, nb, out_base + out_off, tab, dtab, BML_LROWS, 1u);
 }
 
 __kernel __attribute__((reqd_work_group_size(8 * BML_LRROWS, 1, 1)))
@@ -427,7 +432,7 @@ void q1_0_mat_vec_lr(__global const uint4 *restrict bits, __global const float *
   __local float dtab[2 * 8 * BML_LRROWS * BML_LRRPT];
   const uint n = nb * 128u;
   BML_ACTIVATION(act_base, act_off, n);
-  bml_lanes(bits, d0, q, nq, d1, rows, nb, out_base + out_off, tab, dtab, BML_LRROWS, BML_LRRPT);
+  bml_lanes(bits, d0, q, d1, rows, nb, out_base + out_off, tab, dtab, BML_LRROWS, BML_LRRPT);
 }
 
 /* The fma probe: out[i] = fma(a[i], b[i], c[i]) with the device's fma, and

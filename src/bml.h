@@ -100,7 +100,7 @@ extern const bml__q1_0_kernel bml__q1_0_avx2;
 extern const bml__q1_0_kernel bml__q1_0_avx512;
 #endif
 
-/* The activation as the SIMD paths and the card read it: n quants, their
+/* The activation as the SIMD paths read it: n quants, their
  * 8-bit negations (-(-128) = -128), then the n/32 scales as floats
  * (bml__q1_0_act_split_size(n) bytes).  Cannot fail. */
 size_t bml__q1_0_act_split_size(size_t n);
@@ -115,6 +115,11 @@ int bml__q1_0_check(const void *w, size_t n, const void *a, const void *out);
 /* Runs kernel k over rows [0, rows) on the calling thread, with its own scratch. */
 int bml__q1_0_run(const bml__q1_0_kernel *k, const bml_block_q1_0 *w, size_t rows, size_t n,
                   const bml_block_q8_0 *a, float *out);
+
+/* Runs fn(ctx, tid, nthreads) on every thread of the pool (the caller as
+ * tid 0) and returns when all are done.  For work other than products, such
+ * as copying a batch's results out. */
+void bml__pool_run(bml_pool *p, void (*fn)(void *ctx, int tid, int nthreads), void *ctx);
 
 /* Aligned scratch (64 bytes).  Free with bml__aligned_free (NULL-safe). */
 void *bml__aligned_alloc(size_t size);

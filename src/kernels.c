@@ -139,9 +139,18 @@ void bml__card_matrix_free(bml__card_matrix *m) {
 
 /* ---- activations and results ------------------------------------------------------ */
 
-size_t bml__card_act_bytes(size_t n) { return (bml__q1_0_act_split_size(n) + 63) / 64 * 64; }
+size_t bml__card_act_bytes(size_t n) { return (n + n / BML_Q8_0_BLOCK * sizeof(float) + 63) / 64 * 64; }
 
-void bml__card_act_repack(const bml_block_q8_0 *a, size_t n, void *dst) { bml__q1_0_act_split(a, n, dst); }
+/* The quants, then the scales converted exactly to float (cl/q1_0.cl). */
+void bml__card_act_repack(const bml_block_q8_0 *a, size_t n, void *dst) {
+  const float *half = bml__half_table();
+  int8_t *q = dst;
+  float *d1 = (float *)(q + n);
+  for (size_t k = 0; k < n / BML_Q8_0_BLOCK; k++) {
+    memcpy(q + BML_Q8_0_BLOCK * k, a[k].qs, BML_Q8_0_BLOCK);
+    d1[k] = half[a[k].d];
+  }
+}
 
 int bml__card_buf_reserve(bml__card *c, bml__card_buf *b, size_t bytes) {
   if (bytes <= b->size) return 0;

@@ -122,6 +122,8 @@ static void pool_run(struct bml_pool *p, job_fn fn, void *ctx) {
   wait_for_workers(p);
 }
 
+void bml__pool_run(bml_pool *p, void (*fn)(void *ctx, int tid, int nthreads), void *ctx) { pool_run(p, fn, ctx); }
+
 static int resolve_threads(int threads, int *out) {
   if (threads > 0) {
     *out = threads;

@@ -15,7 +15,7 @@
  */
 
 /* Prepared activation: bml__q1_0_act_split's layout (quants, their 8-bit
- * negations, the scales as floats), shared with the card. */
+ * negations, the scales as floats), shared with the AVX-512 path. */
 static size_t prep_size(size_t n) { return bml__q1_0_act_split_size(n); }
 
 static void prep(const bml_block_q8_0 *a, size_t n, void *scratch) { bml__q1_0_act_split(a, n, scratch); }

@@ -204,7 +204,8 @@ static int measure(bml__card *c, choice *best) {
     double few, many;
     rc = time_candidate(c, BML_KERNEL_MAT_VEC_L, &t, &few, &many);
     bml__debug(BML_CAT_BUILD, "tuning \"%s\": _l %zu: %.1f / %.1f us", c->name, c->lrows, few, many);
-    if (rc == 0 && few + many < l_few + l_many) l_few = few, l_many = many, best->lrows = c->lrows;
+    /* _l runs the products of fewer rows: judged on those */
+    if (rc == 0 && few < l_few) l_few = few, l_many = many, best->lrows = c->lrows;
   }
   for (size_t i = 0; rc == 0 && i < BML_ARRAY_SIZE(lr_candidates); i++) {
     bml__card_set_tunables(c, best->lrows, lr_candidates[i][0], lr_candidates[i][1]);
@@ -212,6 +213,7 @@ static int measure(bml__card *c, choice *best) {
     double few, many;
     rc = time_candidate(c, BML_KERNEL_MAT_VEC_LR, &t, &few, &many);
     bml__debug(BML_CAT_BUILD, "tuning \"%s\": _lr %zux%zu: %.1f / %.1f us", c->name, c->lrrows, c->lrrpt, few, many);
+    /* _lr runs the products of many rows: judged on those */
     if (rc == 0 && many < lr_many) lr_few = few, lr_many = many, best->lrrows = c->lrrows, best->lrrpt = c->lrrpt;
   }
   /* the kernel for a product: _lr where it won, by rows */

@@ -62,6 +62,15 @@ typedef struct {
   uint64_t on_card, on_cpu_resting, on_cpu_memory, on_cpu_error, on_cpu_decided, on_cpu_share;
 } counters;
 
+/* Where a submission's time went, summed over submissions (seconds). */
+typedef struct {
+  uint64_t submissions;
+  double enqueue; /* planning, repacking activations, the copy in, the launches, the copy out */
+  double cpu;     /* the CPU's rows */
+  double wait;    /* waiting for the card once the CPU was done */
+  double copy;    /* the card's results into the products' outputs */
+} timings;
+
 struct bml_worker {
   bml_pool *pool;
   bml_devices *devices;
@@ -82,6 +91,7 @@ struct bml_worker {
   size_t groups_cap;
   submission cur;
   counters count;
+  timings time;
   int errors_in_row;
   bool retired;
   atomic_flag driving;
@@ -335,11 +345,16 @@ static int enqueue_groups(bml_worker *w, submission *s) {
     if (s->groups[i].e)
       bml__card_act_repack(s->p[s->groups[i].first].act, s->groups[i].e->n, (char *)w->acts.host + s->groups[i].act_off);
   if (rc == 0) rc = bml__card_buf_write(w->card, &w->acts, act_bytes);
-  for (size_t i = 0; rc == 0 && i < s->ngroups; i++) {
+  /* flushed as it goes, so the card starts on the copy and the first
+   * launches while the host enqueues the rest (a launch costs the host
+   * microseconds; a token's are a millisecond) */
+  if (rc == 0) rc = clFlush(w->card->queue);
+  for (size_t i = 0, launched = 0; rc == 0 && i < s->ngroups; i++) {
     const group *g = &s->groups[i];
-    if (g->e)
-      rc = bml__card_mat_vec_enqueue(w->card, &w->build, kernel_for(w, g->e->m.rows), 0, &g->e->m, &w->acts,
-                                     g->act_off, &w->outs, g->out_off);
+    if (!g->e) continue;
+    rc = bml__card_mat_vec_enqueue(w->card, &w->build, kernel_for(w, g->e->m.rows), 0, &g->e->m, &w->acts, g->act_off,
+                                   &w->outs, g->out_off);
+    if (rc == 0 && ++launched % 8 == 0) rc = clFlush(w->card->queue);
   }
   if (rc == 0) rc = bml__card_buf_read(w->card, &w->outs, out_rows * sizeof(float));
   if (rc == 0) rc = clFlush(w->card->queue);
@@ -366,18 +381,54 @@ static int start(bml_worker *w, submission *s) {
   if (rc != 0) return rc;
   s->dispatch_time = bml__now();
   rc = enqueue_groups(w, s);
+  w->time.submissions++;
+  w->time.enqueue += bml__now() - s->begin_time;
   if (rc != 0) all_to_cpu(w, s, rc);
   else if (s->on_card && s->count == 1) s->timed = true;
   return 0;
 }
 
-/* The card's rows of group g into the products' outputs. */
-static void scatter(bml_worker *w, const submission *s, const group *g) {
-  const float *src = (const float *)w->outs.host + g->out_off;
-  for (size_t i = g->first; i < g->first + g->count; i++) {
-    memcpy(s->p[i].out, src, s->card_rows[i] * sizeof *src);
-    src += s->card_rows[i];
+/* The card's results into the products' outputs: one copy per product,
+ * spread over the pool's threads when there is much to copy (a model's
+ * token brings back megabytes of results). */
+typedef struct {
+  bml_worker *w;
+  const submission *s;
+  size_t total; /* floats */
+} copy_out;
+
+/* Copies floats [lo, hi) of the submission's card results, in product order. */
+static void copy_range(const copy_out *c, size_t lo, size_t hi) {
+  size_t at = 0;
+  for (size_t gi = 0; gi < c->s->ngroups && at < hi; gi++) {
+    const group *g = &c->s->groups[gi];
+    if (!g->e) continue;
+    const float *src = (const float *)c->w->outs.host + g->out_off;
+    for (size_t i = g->first; i < g->first + g->count && at < hi; i++) {
+      size_t rows = c->s->card_rows[i], a = at > lo ? at : lo, b = at + rows < hi ? at + rows : hi;
+      if (a < b) memcpy(c->s->p[i].out + (a - at), src + (a - at), (b - a) * sizeof *src);
+      src += rows;
+      at += rows;
+    }
   }
+}
+
+static void copy_job(void *ctx, int tid, int nthreads) {
+  const copy_out *c = ctx;
+  size_t per = (c->total + (size_t)nthreads - 1) / (size_t)nthreads;
+  size_t lo = per * (size_t)tid, hi = lo + per < c->total ? lo + per : c->total;
+  if (lo < hi) copy_range(c, lo, hi);
+}
+
+#define COPY_PARALLEL_FLOATS (64 * 1024) /* below this, one thread copies */
+
+static void scatter(bml_worker *w, const submission *s) {
+  copy_out c = {w, s, 0};
+  for (size_t i = 0; i < s->ngroups; i++)
+    if (s->groups[i].e)
+      for (size_t k = s->groups[i].first; k < s->groups[i].first + s->groups[i].count; k++) c.total += s->card_rows[k];
+  if (c.total >= COPY_PARALLEL_FLOATS && bml_pool_threads(w->pool) > 1) bml__pool_run(w->pool, copy_job, &c);
+  else copy_range(&c, 0, c.total);
 }
 
 /* Waits for the card and completes every product; on a card error its rows
@@ -385,8 +436,11 @@ static void scatter(bml_worker *w, const submission *s, const group *g) {
 static int complete(bml_worker *w, submission *s) {
   int rc = 0;
   if (s->on_card) {
+    double t0 = bml__now();
     int err = clFinish(w->card->queue);
-    bml__limiter_dispatched(&w->limiter, s->dispatch_time, bml__now());
+    double t1 = bml__now();
+    w->time.wait += t1 - t0;
+    bml__limiter_dispatched(&w->limiter, s->dispatch_time, t1);
     size_t on_card = 0;
     for (size_t i = 0; i < s->ngroups; i++) on_card += s->groups[i].e ? s->groups[i].count : 0;
     if (err != CL_SUCCESS) {
@@ -396,8 +450,8 @@ static int complete(bml_worker *w, submission *s) {
       s->on_card = true; /* the queue is drained already */
       all_to_cpu(w, s, err);
     } else {
-      for (size_t i = 0; i < s->ngroups; i++)
-        if (s->groups[i].e) scatter(w, s, &s->groups[i]);
+      scatter(w, s);
+      w->time.copy += bml__now() - t1;
       w->count.on_card += on_card;
       w->errors_in_row = 0;
     }
@@ -499,7 +553,9 @@ int bml_worker_mat_vec_batch(bml_worker *w, const bml_product *products, size_t 
   s->p = products;
   s->count = count;
   int rc = start(w, s);
+  double t0 = bml__now();
   int cpu = rc == 0 ? cpu_rows(w, s) : 0;
+  w->time.cpu += bml__now() - t0;
   if (rc == 0) rc = complete(w, s);
   leave(w);
   return cpu ? cpu : rc;
@@ -681,7 +737,8 @@ static json_t *status_json(const bml_worker *w) {
   }
   if (w->share_fixed) on_card = (json_int_t)w->nshapes, tuning = 0, on_cpu = 0;
   return json_pack(
-      "{s:s, s:I, s:f, s:f, s:b, s:I, s:I, s:I, s:b, s:b, s:b, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:s}",
+      "{s:s, s:I, s:f, s:f, s:b, s:I, s:I, s:I, s:b, s:b, s:b, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:s, "
+      "s:{s:I, s:f, s:f, s:f, s:f}}",
       "card", w->card->name, "device", (json_int_t)w->device, "limit", w->limiter.limit, "share", w->share,
       "share_fixed", w->share_fixed, "allocated_bytes", (json_int_t)(w->limiter.allocated + w->acts.size + w->outs.size),
       "matrix_bytes", (json_int_t)w->limiter.allocated,
@@ -691,7 +748,9 @@ static json_t *status_json(const bml_worker *w) {
       "products_on_cpu_error", (json_int_t)w->count.on_cpu_error, "products_on_cpu_decided",
       (json_int_t)w->count.on_cpu_decided, "products_on_cpu_share", (json_int_t)w->count.on_cpu_share,
       "shapes_on_card", on_card, "shapes_on_cpu", on_cpu, "shapes_tuning",
-      tuning, "matrices", (json_int_t)w->nentries, "fma", w->build.emulated_fma ? "emulated" : "native");
+      tuning, "matrices", (json_int_t)w->nentries, "fma", w->build.emulated_fma ? "emulated" : "native", "seconds",
+      "submissions", (json_int_t)w->time.submissions, "enqueue", w->time.enqueue, "cpu", w->time.cpu, "wait",
+      w->time.wait, "copy_out", w->time.copy);
 }
 
 int bml_worker_status_json(bml_worker *w, char **json) {

@@ -496,3 +496,40 @@ Test(worker, every_kernel_gives_the_cpu_bits_through_the_worker) {
   unmake_layer(&l);
   bml_worker_close(w);
 }
+
+Test(worker, a_batch_with_many_results_copies_them_out_on_the_pool_exactly) {
+  /* 3 x 30001 card rows: more than the 64 Ki floats from which the copy of
+   * the results is spread over the pool's threads, and not a multiple of
+   * the thread count, so the slices cut products at odd rows. */
+  bml_worker *w = open_worker("1");
+  cr_assert_eq(bml_worker_set_limit(w, 1.0), 0);
+  enum { COUNT = 3 };
+  matrix m[COUNT];
+  bml_product p[COUNT];
+  for (int i = 0; i < COUNT; i++) {
+    m[i] = make(30001, 128, 1200 + (uint64_t)i, i == 1);
+    memset(m[i].got, 0xff, m[i].rows * sizeof(float));
+    p[i] = (bml_product){"tall", m[i].w, m[i].rows, m[i].n, m[i].a, m[i].got};
+  }
+  json_t *before = status(w);
+  long long submissions = json_integer_value(json_object_get(json_object_get(before, "seconds"), "submissions"));
+  json_decref(before);
+  cr_assert_eq(bml_worker_mat_vec_batch(w, p, COUNT), 0);
+  for (int i = 0; i < COUNT; i++) {
+    long r = bml__first_difference(m[i].want, m[i].got, m[i].rows);
+    cr_expect(r < 0, "product %d: row %ld differs", i, r);
+  }
+  json_t *j = status(w);
+  cr_expect_eq(field(j, "products_on_card"), COUNT);
+  json_t *sec = json_object_get(j, "seconds");
+  cr_expect_eq(json_integer_value(json_object_get(sec, "submissions")), submissions + 1);
+  static const char *const phases[] = {"enqueue", "cpu", "wait", "copy_out"};
+  for (size_t i = 0; i < BML_ARRAY_SIZE(phases); i++) {
+    json_t *v = json_object_get(sec, phases[i]);
+    cr_expect(json_is_real(v) && json_real_value(v) >= 0, "seconds.%s missing or negative", phases[i]);
+  }
+  cr_expect(json_real_value(json_object_get(sec, "copy_out")) > 0, "no time spent copying results out");
+  json_decref(j);
+  for (int i = 0; i < COUNT; i++) unmake(&m[i]);
+  bml_worker_close(w);
+}
