@@ -30,6 +30,8 @@ typedef struct {
 typedef struct bml__card {
   cl_context ctx;
   cl_command_queue queue;
+  cl_command_queue side[BML_MAX_QUEUES - 1]; /* more in-order queues, for a batch's independent launches */
+  size_t nside;
   cl_device_id dev;
   char name[256];
   cl_ulong global_mem, max_alloc;
@@ -63,6 +65,13 @@ size_t bml__card_wg8(const bml__card *c);
  * OpenCL error with why written into err. */
 int bml__card_open(const bml__cl_info *ci, bml__card **out, char *err, size_t errlen);
 void bml__card_close(bml__card *c); /* NULL-safe */
+
+/* Gives c `queues` in-order queues in all (its own and queues - 1 side
+ * queues, at most BML_MAX_QUEUES), for launches that may run side by side.
+ * Returns 0 or an OpenCL error (the queues made so far stay). */
+int bml__card_set_queues(bml__card *c, size_t queues);
+/* clFinish on every queue of c; the first error, or 0. */
+int bml__card_finish(bml__card *c);
 
 /* Builds cl/q1_0.cl for the card: -cl-fp32-correctly-rounded-divide-sqrt
  * when the device advertises it, never a fast-math option, plus
@@ -135,6 +144,10 @@ void bml__card_buf_free(bml__card_buf *b); /* NULL-safe, leaves b zeroed */
 int bml__card_mat_vec_enqueue(bml__card *c, const bml__build *b, bml__kernel_id k, size_t wg,
                               const bml__card_matrix *m, const bml__card_buf *act, size_t act_off,
                               const bml__card_buf *out, size_t out_off);
+/* The same on queue q (c->queue or one of c->side). */
+int bml__card_mat_vec_enqueue_on(bml__card *c, cl_command_queue q, const bml__build *b, bml__kernel_id k, size_t wg,
+                                 const bml__card_matrix *m, const bml__card_buf *act, size_t act_off,
+                                 const bml__card_buf *out, size_t out_off);
 
 /* One product on the card alone, start to finish (blocking): for the
  * oracle, the calibration and benchmarks. */

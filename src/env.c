@@ -51,6 +51,20 @@ int bml__env_threads(int *out) {
   return 0;
 }
 
+int bml__env_gpu_queues(int *out) {
+  const char *v = env_value("BANKML_GPU_QUEUES");
+  if (!v) return 0;
+  long n;
+  int rc = bml__parse_long(v, 1, BML_MAX_QUEUES, &n);
+  if (rc != 0) {
+    bml__error(BML_CAT_ENV, "BANKML_GPU_QUEUES=\"%s\": %s (expected a whole number of queues, 1 to %d)", v,
+               rc == BML_ERANGE ? "out of range" : "not a number", BML_MAX_QUEUES);
+    return BML_EENV;
+  }
+  *out = (int)n;
+  return 0;
+}
+
 int bml__env_cpu_path(const char **out) {
   const char *v = env_value("BANKML_CPU_PATH");
   if (v) *out = v;

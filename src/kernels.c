@@ -215,7 +215,8 @@ static void launch_sizes(const bml__card *c, bml__kernel_id k, size_t wg, size_t
   }
 }
 
-static int enqueue_chunk(bml__card *c, cl_kernel kern, bml__kernel_id k, size_t wg, const bml__card_chunk *ch,
+static int enqueue_chunk(bml__card *c, cl_command_queue q, cl_kernel kern, bml__kernel_id k, size_t wg,
+                         const bml__card_chunk *ch,
                          size_t nb, const bml__card_buf *act, size_t act_off, const bml__card_buf *out,
                          size_t out_off) {
   cl_int rc = CL_SUCCESS;
@@ -230,20 +231,26 @@ static int enqueue_chunk(bml__card *c, cl_kernel kern, bml__kernel_id k, size_t 
   BML_CL_TRY(BML_CAT_WORKER, rc, clSetKernelArg(kern, 5, sizeof nbu, &nbu));
   BML_CL_TRY(BML_CAT_WORKER, rc, clSetKernelArg(kern, 6, sizeof(cl_mem), &out->buf));
   BML_CL_TRY(BML_CAT_WORKER, rc, clSetKernelArg(kern, 7, sizeof ooff, &ooff));
-  BML_CL_TRY(BML_CAT_WORKER, rc, clEnqueueNDRangeKernel(c->queue, kern, 1, NULL, &global, &local, 0, NULL, NULL));
+  BML_CL_TRY(BML_CAT_WORKER, rc, clEnqueueNDRangeKernel(q, kern, 1, NULL, &global, &local, 0, NULL, NULL));
 fail:
   return rc;
+}
+
+int bml__card_mat_vec_enqueue_on(bml__card *c, cl_command_queue q, const bml__build *b, bml__kernel_id k, size_t wg,
+                                 const bml__card_matrix *m, const bml__card_buf *act, size_t act_off,
+                                 const bml__card_buf *out, size_t out_off) {
+  const size_t nb = m->n / BML_Q1_0_BLOCK;
+  for (size_t i = 0; i < m->nchunks; i++) {
+    int rc = enqueue_chunk(c, q, b->kernel[k], k, wg, &m->chunks[i], nb, act, act_off, out, out_off);
+    if (rc != 0) return rc;
+  }
+  return 0;
 }
 
 int bml__card_mat_vec_enqueue(bml__card *c, const bml__build *b, bml__kernel_id k, size_t wg,
                               const bml__card_matrix *m, const bml__card_buf *act, size_t act_off,
                               const bml__card_buf *out, size_t out_off) {
-  const size_t nb = m->n / BML_Q1_0_BLOCK;
-  for (size_t i = 0; i < m->nchunks; i++) {
-    int rc = enqueue_chunk(c, b->kernel[k], k, wg, &m->chunks[i], nb, act, act_off, out, out_off);
-    if (rc != 0) return rc;
-  }
-  return 0;
+  return bml__card_mat_vec_enqueue_on(c, c->queue, b, k, wg, m, act, act_off, out, out_off);
 }
 
 int bml__card_product(bml__card *c, const bml__build *b, bml__kernel_id k, size_t wg, const bml__card_matrix *m,

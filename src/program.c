@@ -45,8 +45,31 @@ fail:
   return rc;
 }
 
+int bml__card_set_queues(bml__card *c, size_t queues) {
+  if (queues > BML_MAX_QUEUES) queues = BML_MAX_QUEUES;
+  cl_int rc = CL_SUCCESS;
+  while (c->nside + 1 < queues && rc == CL_SUCCESS) {
+    cl_command_queue q = clCreateCommandQueue(c->ctx, c->dev, 0, &rc);
+    if (rc == CL_SUCCESS) c->side[c->nside++] = q;
+  }
+  return rc;
+}
+
+int bml__card_finish(bml__card *c) {
+  cl_int rc = clFinish(c->queue);
+  for (size_t i = 0; i < c->nside; i++) {
+    cl_int r = clFinish(c->side[i]);
+    if (rc == CL_SUCCESS) rc = r;
+  }
+  return rc;
+}
+
 void bml__card_close(bml__card *c) {
   if (!c) return;
+  for (size_t i = 0; i < c->nside; i++) {
+    clFinish(c->side[i]);
+    clReleaseCommandQueue(c->side[i]);
+  }
   if (c->queue) {
     clFinish(c->queue);
     clReleaseCommandQueue(c->queue);

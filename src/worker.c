@@ -12,6 +12,8 @@
 
 /* Errors in a row that retire the card for the process. */
 #define RETIRE_AFTER 3
+/* In-order queues a batch's launches are spread over (BANKML_GPU_QUEUES). */
+#define QUEUES_DEFAULT 4
 /* The calibration product. */
 #define CAL_ROWS 4096
 #define CAL_N 4096
@@ -216,7 +218,7 @@ static void retire(bml_worker *w, int err) {
   w->retired = true;
   not_used(&logged_retired, "\"%s\" retired after %d OpenCL errors in a row (the last: %s (%d)); every "
            "product runs on the CPU", w->card->name, RETIRE_AFTER, bml_err_name(err), err);
-  clFinish(w->card->queue);
+  bml__card_finish(w->card);
   for (size_t i = 0; i < w->nentries; i++) drop_matrix(w, w->entries[i]);
   bml__card_buf_free(&w->acts);
   bml__card_buf_free(&w->outs);
@@ -344,27 +346,46 @@ static int enqueue_groups(bml_worker *w, submission *s) {
   for (size_t i = 0; rc == 0 && i < s->ngroups; i++)
     if (s->groups[i].e)
       bml__card_act_repack(s->p[s->groups[i].first].act, s->groups[i].e->n, (char *)w->acts.host + s->groups[i].act_off);
-  if (rc == 0) rc = bml__card_buf_write(w->card, &w->acts, act_bytes);
-  /* flushed as it goes, so the card starts on the copy and the first
-   * launches while the host enqueues the rest (a launch costs the host
-   * microseconds; a token's are a millisecond) */
-  if (rc == 0) rc = clFlush(w->card->queue);
+  /* The groups of a batch are independent: their launches are spread over
+   * the card's queues, which may run them side by side (a small product
+   * does not fill a big card).  The side queues wait for the copy in; the
+   * copy out, on the main queue, waits for every launch.  Flushed as it
+   * goes, so the card starts while the host enqueues the rest (a launch
+   * costs the host microseconds; a token's are a millisecond). */
+  bml__card *c = w->card;
+  size_t launches = 0;
+  for (size_t i = 0; i < s->ngroups; i++) launches += s->groups[i].e != NULL;
+  size_t nq = c->nside + 1 < launches ? c->nside + 1 : launches;
+  cl_command_queue q[BML_MAX_QUEUES];
+  q[0] = c->queue;
+  for (size_t i = 1; i < nq; i++) q[i] = c->side[i - 1];
+  cl_event copied_in = NULL, done[BML_MAX_QUEUES] = {NULL};
+  if (rc == 0) rc = clEnqueueWriteBuffer(c->queue, w->acts.buf, CL_FALSE, 0, act_bytes, w->acts.host, 0, NULL,
+                                         nq > 1 ? &copied_in : NULL);
+  if (rc == 0) rc = clFlush(c->queue);
+  for (size_t i = 1; rc == 0 && i < nq; i++) rc = clEnqueueBarrierWithWaitList(q[i], 1, &copied_in, NULL);
   for (size_t i = 0, launched = 0; rc == 0 && i < s->ngroups; i++) {
     const group *g = &s->groups[i];
     if (!g->e) continue;
-    rc = bml__card_mat_vec_enqueue(w->card, &w->build, kernel_for(w, g->e->m.rows), 0, &g->e->m, &w->acts, g->act_off,
-                                   &w->outs, g->out_off);
-    if (rc == 0 && ++launched % 8 == 0) rc = clFlush(w->card->queue);
+    cl_command_queue on = q[launched % nq];
+    rc = bml__card_mat_vec_enqueue_on(c, on, &w->build, kernel_for(w, g->e->m.rows), 0, &g->e->m, &w->acts,
+                                      g->act_off, &w->outs, g->out_off);
+    if (rc == 0 && ++launched % 8 == 0) rc = clFlush(on);
   }
-  if (rc == 0) rc = bml__card_buf_read(w->card, &w->outs, out_rows * sizeof(float));
-  if (rc == 0) rc = clFlush(w->card->queue);
+  for (size_t i = 1; rc == 0 && i < nq; i++) rc = clEnqueueMarkerWithWaitList(q[i], 0, NULL, &done[i - 1]);
+  if (rc == 0 && nq > 1) rc = clEnqueueBarrierWithWaitList(c->queue, (cl_uint)(nq - 1), done, NULL);
+  if (rc == 0) rc = bml__card_buf_read(c, &w->outs, out_rows * sizeof(float));
+  for (size_t i = 0; rc == 0 && i < nq; i++) rc = clFlush(q[i]);
+  if (copied_in) clReleaseEvent(copied_in);
+  for (size_t i = 0; i + 1 < nq; i++)
+    if (done[i]) clReleaseEvent(done[i]);
   s->on_card = true;
   return rc;
 }
 
 /* The card failed: every card row of the submission goes to the CPU. */
 static void all_to_cpu(bml_worker *w, submission *s, int err) {
-  if (s->on_card) clFinish(w->card->queue);
+  if (s->on_card) bml__card_finish(w->card);
   card_error(w, err);
   size_t n = 0;
   for (size_t i = 0; i < s->ngroups; i++)
@@ -437,7 +458,7 @@ static int complete(bml_worker *w, submission *s) {
   int rc = 0;
   if (s->on_card) {
     double t0 = bml__now();
-    int err = clFinish(w->card->queue);
+    int err = bml__card_finish(w->card); /* the main queue's read waits for the side queues too */
     double t1 = bml__now();
     w->time.wait += t1 - t0;
     bml__limiter_dispatched(&w->limiter, s->dispatch_time, t1);
@@ -608,11 +629,13 @@ static void note_failure(void *ctx, const bml_verify_line *l) {
     snprintf(v->first, sizeof v->first, "%s: %.300s", l->check, l->detail ? l->detail : "failed");
 }
 
-static int settings(bml_worker *w, double *limit) {
+static int settings(bml_worker *w, double *limit, int *queues) {
   double share = -1.0;
   *limit = BML_LIMIT_DEFAULT;
+  *queues = QUEUES_DEFAULT;
   int rc = bml__env_gpu_share(&share);
   if (rc == 0) rc = bml__env_gpu_limit(limit);
+  if (rc == 0) rc = bml__env_gpu_queues(queues);
   if (rc != 0) return rc;
   if (share >= 0.0) {
     w->share = share;
@@ -675,9 +698,14 @@ int bml_worker_open(bml_pool *pool, bml_worker **out) {
   atomic_flag_clear(&w->driving);
   w->hooks.kernel = BML_KERNEL_COUNT;
   double limit;
-  int rc = settings(w, &limit);
+  int queues;
+  int rc = settings(w, &limit, &queues);
   if (rc == 0) rc = open_card(w);
   if (rc == 0 && w->card) {
+    int made = bml__card_set_queues(w->card, (size_t)queues);
+    if (made != 0)
+      bml__debug(BML_CAT_WORKER, "\"%s\": %zu of %d queues (%s)", w->card->name, w->card->nside + 1, queues,
+                 bml_err_name(made));
     bml__limiter_init(&w->limiter, limit, w->card->global_mem, w->card->host_unified);
     rc = decide_share(w);
   }
@@ -685,8 +713,8 @@ int bml_worker_open(bml_pool *pool, bml_worker **out) {
     bml_worker_close(w);
     return rc > 0 ? 0 : rc; /* rc 1: a share too small, no worker */
   }
-  bml__debug(BML_CAT_WORKER, "GPU \"%s\": share %.3f%s, limit %.2f", w->card->name, w->share,
-            w->share_fixed ? " (BANKML_GPU_SHARE)" : "", w->limiter.limit);
+  bml__debug(BML_CAT_WORKER, "GPU \"%s\": share %.3f%s, limit %.2f, %zu queues", w->card->name, w->share,
+             w->share_fixed ? " (BANKML_GPU_SHARE)" : "", w->limiter.limit, w->card->nside + 1);
   *out = w;
   return 0;
 }
@@ -738,7 +766,7 @@ static json_t *status_json(const bml_worker *w) {
   if (w->share_fixed) on_card = (json_int_t)w->nshapes, tuning = 0, on_cpu = 0;
   return json_pack(
       "{s:s, s:I, s:f, s:f, s:b, s:I, s:I, s:I, s:b, s:b, s:b, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:s, "
-      "s:{s:I, s:f, s:f, s:f, s:f}}",
+      "s:I, s:{s:I, s:f, s:f, s:f, s:f}}",
       "card", w->card->name, "device", (json_int_t)w->device, "limit", w->limiter.limit, "share", w->share,
       "share_fixed", w->share_fixed, "allocated_bytes", (json_int_t)(w->limiter.allocated + w->acts.size + w->outs.size),
       "matrix_bytes", (json_int_t)w->limiter.allocated,
@@ -748,7 +776,8 @@ static json_t *status_json(const bml_worker *w) {
       "products_on_cpu_error", (json_int_t)w->count.on_cpu_error, "products_on_cpu_decided",
       (json_int_t)w->count.on_cpu_decided, "products_on_cpu_share", (json_int_t)w->count.on_cpu_share,
       "shapes_on_card", on_card, "shapes_on_cpu", on_cpu, "shapes_tuning",
-      tuning, "matrices", (json_int_t)w->nentries, "fma", w->build.emulated_fma ? "emulated" : "native", "seconds",
+      tuning, "matrices", (json_int_t)w->nentries, "fma", w->build.emulated_fma ? "emulated" : "native", "queues",
+      (json_int_t)(w->card->nside + 1), "seconds",
       "submissions", (json_int_t)w->time.submissions, "enqueue", w->time.enqueue, "cpu", w->time.cpu, "wait",
       w->time.wait, "copy_out", w->time.copy);
 }
@@ -766,7 +795,7 @@ int bml_worker_status_json(bml_worker *w, char **json) {
 }
 
 static void release_all(bml_worker *w) {
-  if (w->card) clFinish(w->card->queue); /* a product in flight keeps its staged rows */
+  if (w->card) bml__card_finish(w->card); /* a product in flight keeps its staged rows */
   for (size_t i = 0; i < w->nentries; i++) {
     drop_matrix(w, w->entries[i]);
     w->entries[i]->cpu_only = false;

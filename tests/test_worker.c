@@ -325,7 +325,8 @@ Test(worker, card_alone_gives_the_cpu_bits) {
 
 Test(worker, bad_environment_values_are_refused_by_name) {
   static const char *const vars[][2] = {{"BANKML_GPU_SHARE", "half"}, {"BANKML_GPU_LIMIT", "lots"},
-                                        {"BANKML_GPU", "gpu0"}, {"BANKML_GPU_SOFTWARE", "on"}};
+                                        {"BANKML_GPU", "gpu0"},       {"BANKML_GPU_SOFTWARE", "on"},
+                                        {"BANKML_GPU_QUEUES", "9"},   {"BANKML_GPU_QUEUES", "two"}};
   for (size_t i = 0; i < BML_ARRAY_SIZE(vars); i++) {
     setenv(vars[i][0], vars[i][1], 1);
     bml_worker *w = (bml_worker *)0x1;
@@ -411,6 +412,28 @@ Test(worker, a_batch_with_groups_gives_the_cpu_bits) {
   json_decref(j);
   unmake_layer(&l);
   bml_worker_close(w);
+}
+
+Test(worker, a_batch_spread_over_one_to_eight_queues_gives_the_cpu_bits) {
+  static const char *const counts[] = {"1", "3", "8"};
+  layer l;
+  make_layer(&l, 384, 33);
+  for (size_t k = 0; k < BML_ARRAY_SIZE(counts); k++) {
+    setenv("BANKML_GPU_QUEUES", counts[k], 1);
+    bml_worker *w = open_worker("0.8");
+    unsetenv("BANKML_GPU_QUEUES");
+    cr_assert_eq(bml_worker_set_limit(w, 1.0), 0);
+    json_t *j = status(w);
+    cr_expect_eq(field(j, "queues"), atoi(counts[k]));
+    json_decref(j);
+    for (int rep = 0; rep < 2; rep++) {
+      memset(l.m[0].got, 0xff, l.m[0].rows * sizeof(float));
+      cr_assert_eq(bml_worker_mat_vec_batch(w, l.p, 8), 0);
+      expect_layer(&l);
+    }
+    bml_worker_close(w);
+  }
+  unmake_layer(&l);
 }
 
 Test(worker, a_batch_survives_errors_resting_and_share_zero) {

@@ -1,6 +1,7 @@
 /* bench_model.c -- `bankml-cl bench --model NAME`: a model's token of matrix products, in decode order, on the CPU, the card or both. */
 #define _POSIX_C_SOURCE 200809L
 
+#include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -142,6 +143,18 @@ static int run_worker(const struct token *t, bml_pool *pool, bml_worker *w, bool
 
 typedef int (*token_fn)(const struct token *t, bml_pool *pool, bml_worker *w, bool round_trips);
 
+/* The worker's "seconds": enqueue, cpu, wait, copy_out (all 0 without a worker). */
+static void worker_seconds(bml_worker *w, double sec[4]) {
+  static const char *const names[] = {"enqueue", "cpu", "wait", "copy_out"};
+  char *status = NULL;
+  memset(sec, 0, 4 * sizeof *sec);
+  if (!w || bml_worker_status_json(w, &status) != 0) return;
+  json_t *j = json_loads(status, 0, NULL);
+  for (int i = 0; i < 4; i++) sec[i] = json_real_value(json_object_get(json_object_get(j, "seconds"), names[i]));
+  json_decref(j);
+  free(status);
+}
+
 static int measure(const struct bench_config *cfg, struct token *t, bml_pool *pool, bml_worker *w,
                    token_fn fn, bool round_trips, const char *mode, struct bench_report *rep) {
   double *ms = calloc((size_t)cfg->runs, sizeof *ms);
@@ -149,6 +162,8 @@ static int measure(const struct bench_config *cfg, struct token *t, bml_pool *po
   int rc = 0;
   bool exact = true;
   for (long i = 0; rc == 0 && i < cfg->warmup + 1; i++) rc = fn(t, pool, w, round_trips); /* +1: uploads */
+  double before[4], after[4];
+  worker_seconds(w, before);
   for (long i = 0; rc == 0 && i < cfg->runs; i++) {
     for (size_t k = 0; k < t->nproducts; k++) memset(t->p[k].out, 0xa5, t->p[k].rows * sizeof(float));
     double t0 = bench_now_ms();
@@ -163,6 +178,12 @@ static int measure(const struct bench_config *cfg, struct token *t, bml_pool *po
   if (rc == 0) {
     bench_summarize(ms, cfg->runs, &row);
     bench_progress(cfg, "%s %s: %.3f ms per token, %s", mode, t->m->name, row.median_ms, exact ? "exact" : "NOT EXACT");
+    worker_seconds(w, after);
+    if (w)
+      bench_progress(cfg, "%s %s: mean ms per token in the worker: enqueue %.3f, cpu %.3f, wait %.3f, copy out %.3f",
+                     mode, t->m->name, (after[0] - before[0]) * 1e3 / (double)cfg->runs,
+                     (after[1] - before[1]) * 1e3 / (double)cfg->runs, (after[2] - before[2]) * 1e3 / (double)cfg->runs,
+                     (after[3] - before[3]) * 1e3 / (double)cfg->runs);
     rc = bench_report_add(rep, &row);
   } else {
     fprintf(stderr, "bankml-cl bench --model %s (%s): %s\n", t->m->name, mode, bml_strerror(rc));
