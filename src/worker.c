@@ -330,6 +330,29 @@ static bml__kernel_id kernel_for(const bml_worker *w, size_t rows) {
   return w->hooks.kernel < BML_KERNEL_COUNT ? w->hooks.kernel : bml__tune_kernel_for(w->card, rows);
 }
 
+/* The activations of the card's groups into the staging, spread over the
+ * pool's threads when there are many (a model's token has a megabyte). */
+typedef struct {
+  bml_worker *w;
+  const submission *s;
+} repack_job;
+
+static void repack_part(void *ctx, int tid, int nthreads) {
+  const repack_job *j = ctx;
+  for (size_t i = (size_t)tid; i < j->s->ngroups; i += (size_t)nthreads) {
+    const group *g = &j->s->groups[i];
+    if (g->e) bml__card_act_repack(j->s->p[g->first].act, g->e->n, (char *)j->w->acts.host + g->act_off);
+  }
+}
+
+#define REPACK_PARALLEL_BYTES (256 * 1024) /* below this, one thread repacks */
+
+static void repack_acts(bml_worker *w, const submission *s, size_t act_bytes) {
+  repack_job j = {w, s};
+  if (act_bytes >= REPACK_PARALLEL_BYTES && bml_pool_threads(w->pool) > 1) bml__pool_run(w->pool, repack_part, &j);
+  else repack_part(&j, 0, 1);
+}
+
 static int enqueue_groups(bml_worker *w, submission *s) {
   size_t act_bytes = 0, out_rows = 0;
   for (size_t i = 0; i < s->ngroups; i++) {
@@ -343,9 +366,7 @@ static int enqueue_groups(bml_worker *w, submission *s) {
   if (w->hooks.fail_enqueues > 0) return w->hooks.fail_enqueues--, CL_OUT_OF_RESOURCES;
   int rc = bml__card_buf_reserve(w->card, &w->acts, act_bytes);
   if (rc == 0) rc = bml__card_buf_reserve(w->card, &w->outs, out_rows * sizeof(float));
-  for (size_t i = 0; rc == 0 && i < s->ngroups; i++)
-    if (s->groups[i].e)
-      bml__card_act_repack(s->p[s->groups[i].first].act, s->groups[i].e->n, (char *)w->acts.host + s->groups[i].act_off);
+  if (rc == 0) repack_acts(w, s, act_bytes);
   /* The groups of a batch are independent: their launches are spread over
    * the card's queues, which may run them side by side (a small product
    * does not fill a big card).  The side queues wait for the copy in; the
@@ -458,7 +479,9 @@ static int complete(bml_worker *w, submission *s) {
   int rc = 0;
   if (s->on_card) {
     double t0 = bml__now();
-    int err = bml__card_finish(w->card); /* the main queue's read waits for the side queues too */
+    /* the main queue's copy out waits for the side queues' launches (a
+     * finish on an idle queue still costs microseconds) */
+    int err = clFinish(w->card->queue);
     double t1 = bml__now();
     w->time.wait += t1 - t0;
     bml__limiter_dispatched(&w->limiter, s->dispatch_time, t1);

@@ -556,3 +556,28 @@ Test(worker, a_batch_with_many_results_copies_them_out_on_the_pool_exactly) {
   for (int i = 0; i < COUNT; i++) unmake(&m[i]);
   bml_worker_close(w);
 }
+
+Test(worker, a_batch_with_many_activations_repacks_them_on_the_pool_exactly) {
+  /* 36 products with their own activations of 8192: over the 256 KiB of
+   * activations from which they are repacked on the pool's threads. */
+  bml_worker *w = open_worker("1");
+  cr_assert_eq(bml_worker_set_limit(w, 1.0), 0);
+  enum { COUNT = 36 };
+  matrix m[COUNT];
+  bml_product p[COUNT];
+  for (int i = 0; i < COUNT; i++) {
+    m[i] = make(8 + (size_t)(i % 5), 8192, 1300 + (uint64_t)i, i % 2);
+    memset(m[i].got, 0xff, m[i].rows * sizeof(float));
+    p[i] = (bml_product){"wide", m[i].w, m[i].rows, m[i].n, m[i].a, m[i].got};
+  }
+  cr_assert_eq(bml_worker_mat_vec_batch(w, p, COUNT), 0);
+  for (int i = 0; i < COUNT; i++) {
+    long r = bml__first_difference(m[i].want, m[i].got, m[i].rows);
+    cr_expect(r < 0, "product %d: row %ld differs", i, r);
+  }
+  json_t *j = status(w);
+  cr_expect_eq(field(j, "products_on_card"), COUNT);
+  json_decref(j);
+  for (int i = 0; i < COUNT; i++) unmake(&m[i]);
+  bml_worker_close(w);
+}
