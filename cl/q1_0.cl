@@ -115,7 +115,9 @@ inline uint bml_lane_bits(__global const uint4 *bits, uint rows, uint r, uint b,
 /* One work-item per row: the reference order written out plainly. */
 __kernel void q1_0_mat_vec(__global const uint4 *restrict bits, __global const float *restrict d0,
                            __global const char *restrict act_base, const uint act_off, const uint rows,
-                           const uint nb, __global float *restrict out_base, const uint out_off) {
+                           const uint nb, __global float *restrict out_base, const uint out_off,
+                           const uint bits_off, const uint d0_off) {
+  bits += bits_off, d0 += d0_off;
   const uint r = get_global_id(0);
   if (r >= rows) return;
   const uint n = nb * 128u;
@@ -145,8 +147,10 @@ __kernel void q1_0_mat_vec(__global const uint4 *restrict bits, __global const f
 __kernel __attribute__((reqd_work_group_size(BML_WG, 1, 1)))
 void q1_0_mat_vec8(__global const uint4 *restrict bits, __global const float *restrict d0,
                    __global const char *restrict act_base, const uint act_off, const uint rows,
-                   const uint nb, __global float *restrict out_base, const uint out_off) {
+                   const uint nb, __global float *restrict out_base, const uint out_off, const uint bits_off,
+                   const uint d0_off) {
   __local float lanes[BML_WG];
+  bits += bits_off, d0 += d0_off;
   const uint lid = get_local_id(0);
   const uint r = get_global_id(0) / 8u, l = lid % 8u;
   const uint n = nb * 128u;
@@ -308,16 +312,17 @@ inline uint bml_lc(uint par, uint k, uint l) {
     for (uint i = 0; i < rpt; i++) dtab[(nx & 1u) * 8u * gr + l * gr + i * lr + rr] = live[i] ? dq[slot][i] : 0.0f; \
   }
 
-/* The body of both kernels; lr and rpt are constants where it is inlined.
- * tab: BML_LHALVES * BML_LTAB floats; dtab: 2 * 8 * lr * rpt floats. */
+/* The body of the table kernels: work-group grp of a product; lr and rpt
+ * are constants where it is inlined.  tab: BML_LHALVES * BML_LTAB floats;
+ * dtab: 2 * 8 * lr * rpt floats. */
 inline void bml_lanes(__global const uint4 *bits, __global const float *d0, __global const char4 *q,
                       __global const float *d1, const uint rows, const uint nb,
                       __global float *out, __local float *tab, __local float *dtab, const uint lr,
-                      const uint rpt) {
+                      const uint rpt, const uint grp) {
   const uint wg = 8u * lr, gr = lr * rpt;
   const uint unit = 4096u / wg < 16u ? 4096u / wg : 16u, units = 4096u / wg / unit;
   const uint lid = get_local_id(0), l = lid / lr, rr = lid % lr;
-  const uint row0 = get_group_id(0) * gr + rr; /* rows row0 + i * lr, i < rpt */
+  const uint row0 = grp * gr + rr; /* rows row0 + i * lr, i < rpt */
   const uint nt = (nb + 7u) / 8u;
   bool live[4];
 #pragma unroll
@@ -405,7 +410,7 @@ inline void bml_lanes(__global const uint4 *bits, __global const float *d0, __gl
   for (uint i = 0; i < rpt; i++) tab[l * gr + i * lr + rr] = acc[i];
   barrier(CLK_LOCAL_MEM_FENCE);
   for (uint x = lid; x < gr; x += wg) {
-    const uint r = get_group_id(0) * gr + x;
+    const uint r = grp * gr + x;
     if (r >= rows) continue;
     float a[8];
     for (uint i = 0; i < 8u; i++) a[i] = tab[i * gr + x];
@@ -416,23 +421,75 @@ inline void bml_lanes(__global const uint4 *bits, __global const float *d0, __gl
 __kernel __attribute__((reqd_work_group_size(8 * BML_LROWS, 1, 1)))
 void q1_0_mat_vec_l(__global const uint4 *restrict bits, __global const float *restrict d0,
                     __global const char *restrict act_base, const uint act_off, const uint rows,
-                    const uint nb, __global float *restrict out_base, const uint out_off) {
+                    const uint nb, __global float *restrict out_base, const uint out_off, const uint bits_off,
+                    const uint d0_off) {
   __local float tab[BML_LHALVES * BML_LTAB]; /* [tile half][block][sub-block][lane][pattern, swizzled] */
-  __local float dtab[2 * 8 * BML_LROWS]; /* [tile half][block][row]: the scales d0 */
+  __local float dtab[2 * 8 * BML_LROWS];     /* [tile half][block][row]: the scales d0 */
   const uint n = nb * 128u;
   BML_ACTIVATION(act_base, act_off, n);
-  bml_lanes(bits, d0, q, d1, rows, nb, out_base + out_off, tab, dtab, BML_LROWS, 1u);
+  bml_lanes(bits + bits_off, d0 + d0_off, q, d1, rows, nb, out_base + out_off, tab, dtab, BML_LROWS, 1u,
+            get_group_id(0));
 }
 
 __kernel __attribute__((reqd_work_group_size(8 * BML_LRROWS, 1, 1)))
 void q1_0_mat_vec_lr(__global const uint4 *restrict bits, __global const float *restrict d0,
                      __global const char *restrict act_base, const uint act_off, const uint rows,
-                     const uint nb, __global float *restrict out_base, const uint out_off) {
+                     const uint nb, __global float *restrict out_base, const uint out_off, const uint bits_off,
+                     const uint d0_off) {
   __local float tab[BML_LHALVES * BML_LTAB];
   __local float dtab[2 * 8 * BML_LRROWS * BML_LRRPT];
   const uint n = nb * 128u;
   BML_ACTIVATION(act_base, act_off, n);
-  bml_lanes(bits, d0, q, d1, rows, nb, out_base + out_off, tab, dtab, BML_LRROWS, BML_LRRPT);
+  bml_lanes(bits + bits_off, d0 + d0_off, q, d1, rows, nb, out_base + out_off, tab, dtab, BML_LRROWS, BML_LRRPT,
+            get_group_id(0));
+}
+
+/*
+ * q1_0_mat_vec_lb and q1_0_mat_vec_lrb: many products in one launch (a
+ * launch costs the host microseconds, and a model's token is hundreds).  Every
+ * product's matrix lies in the same pair of buffers; a table of
+ * BML_DESC_WORDS-word records, at desc_off of act_base (copied in with the
+ * activations), says for each product, in order: its first work-group, rows,
+ * blocks per row, where its bits (in uint4s) and scales (in floats) start,
+ * its activation's byte offset and its results' float offset.  A work-group
+ * finds its product by a binary search of the first work-groups (uniform
+ * across the work-group, so the barriers inside stay uniform).
+ */
+#define BML_DESC_WORDS 8
+
+inline __global const uint *bml_desc_of(__global const uint *desc, uint ndesc, uint grp) {
+  uint lo = 0, hi = ndesc; /* the last record whose first work-group is <= grp */
+  while (hi - lo > 1u) {
+    const uint mid = (lo + hi) / 2u;
+    if (desc[BML_DESC_WORDS * mid] <= grp) lo = mid;
+    else hi = mid;
+  }
+  return desc + BML_DESC_WORDS * lo;
+}
+
+#define BML_BATCHED(lr, rpt)                                                                                  \
+  __global const uint *d_ = bml_desc_of((__global const uint *)(act_base + desc_off), ndesc, get_group_id(0)); \
+  const uint rows = d_[1], nb = d_[2];                                                                         \
+  BML_ACTIVATION(act_base, d_[5], nb * 128u);                                                                  \
+  bml_lanes(bits + d_[3], d0 + d_[4], q, d1, rows, nb, out_base + d_[6], tab, dtab, (lr), (rpt),               \
+            get_group_id(0) - d_[0])
+
+__kernel __attribute__((reqd_work_group_size(8 * BML_LROWS, 1, 1)))
+void q1_0_mat_vec_lb(__global const uint4 *restrict bits, __global const float *restrict d0,
+                     __global const char *restrict act_base, const uint desc_off, const uint ndesc,
+                     __global float *restrict out_base) {
+  __local float tab[BML_LHALVES * BML_LTAB];
+  __local float dtab[2 * 8 * BML_LROWS];
+  BML_BATCHED(BML_LROWS, 1u);
+}
+
+__kernel __attribute__((reqd_work_group_size(8 * BML_LRROWS, 1, 1)))
+void q1_0_mat_vec_lrb(__global const uint4 *restrict bits, __global const float *restrict d0,
+                      __global const char *restrict act_base, const uint desc_off, const uint ndesc,
+                      __global float *restrict out_base) {
+  __local float tab[BML_LHALVES * BML_LTAB];
+  __local float dtab[2 * 8 * BML_LRROWS * BML_LRRPT];
+  BML_BATCHED(BML_LRROWS, BML_LRRPT);
 }
 
 /* The fma probe: out[i] = fma(a[i], b[i], c[i]) with the device's fma, and

@@ -18,14 +18,44 @@ typedef enum {
 /* "q1_0_mat_vec", "q1_0_mat_vec8", "q1_0_mat_vec_l", "q1_0_mat_vec_lr". */
 const char *bml__kernel_name(bml__kernel_id k);
 
+/* The batched table kernels: many products of one slab in one launch. */
+typedef enum {
+  BML_BATCHED_L = 0,  /* q1_0_mat_vec_lb: q1_0_mat_vec_l's shape */
+  BML_BATCHED_LR = 1, /* q1_0_mat_vec_lrb: q1_0_mat_vec_lr's */
+  BML_BATCHED_COUNT
+} bml__batched_id;
+
+/* "q1_0_mat_vec_lb", "q1_0_mat_vec_lrb". */
+const char *bml__batched_name(bml__batched_id k);
+
+/* A product of a batched launch (cl/q1_0.cl, BML_DESC_WORDS words). */
+typedef struct {
+  uint32_t first_group, rows, nb, bits_off, d0_off, act_off, out_off, unused;
+} bml__desc;
+
 /* One build of cl/q1_0.cl. */
 typedef struct {
   cl_program program;
   cl_kernel kernel[BML_KERNEL_COUNT];
+  cl_kernel batched[BML_BATCHED_COUNT];
   cl_kernel probe;
   bool emulated_fma;
   char options[512]; /* the exact options it was built with */
 } bml__build;
+
+/* A free run of row-blocks of a slab. */
+typedef struct {
+  size_t off, len;
+} bml__range;
+
+/* Part of a card's matrix memory: a pair of buffers of `cap` row-blocks
+ * (16 bytes of bits and one float of d0 each), sub-allocated first-fit. */
+typedef struct {
+  cl_mem bits, d0; /* NULL: an empty slot */
+  size_t cap, used;
+  bml__range *free;
+  size_t nfree, free_cap;
+} bml__slab;
 
 typedef struct bml__card {
   cl_context ctx;
@@ -43,7 +73,22 @@ typedef struct bml__card {
   size_t lrows;          /* q1_0_mat_vec_l's rows per work-group (-DBML_LROWS) */
   size_t lrrows, lrrpt;  /* q1_0_mat_vec_lr's rows per slice and slices (-DBML_LRROWS, -DBML_LRRPT) */
   size_t lr_from;        /* products of this many rows or more run q1_0_mat_vec_lr, the others _l (tune.c) */
+  bml__slab *slabs;      /* the matrices' memory (slab.c) */
+  size_t nslabs;
 } bml__card;
+
+/* Bytes of new slabs an allocation of rb row-blocks would create (0: it
+ * fits in a free range); exact: a slab of just rb, else one that doubles
+ * the card's matrix memory (up to 1 GiB and the device's allocation limit). */
+uint64_t bml__slab_growth(const bml__card *c, size_t rb, bool exact);
+/* Allocates rb row-blocks: *slab and *off (in row-blocks).  Returns 0,
+ * BML_ENOMEM or an OpenCL error. */
+int bml__slab_alloc(bml__card *c, size_t rb, bool exact, size_t *slab, size_t *off);
+/* Frees them; a slab left empty goes back to the driver. */
+void bml__slab_free(bml__card *c, size_t slab, size_t off, size_t rb);
+void bml__slab_release_all(bml__card *c);
+/* Bytes the card's slabs hold. */
+uint64_t bml__card_slab_bytes(const bml__card *c);
 
 /* Sets the table kernels' shapes for later builds: q1_0_mat_vec_l's rows
  * per work-group, q1_0_mat_vec_lr's rows per slice and slices per
@@ -88,10 +133,10 @@ typedef struct {
   size_t rows;
 } bml__rows_part;
 
-/* Rows of a card matrix held in one pair of buffers. */
+/* Rows of a card matrix held in one slab, from row-block `off`. */
 typedef struct {
   size_t row0, rows;
-  cl_mem bits, d0;
+  size_t slab, off, rb;
 } bml__card_chunk;
 
 /* A matrix's rows on the card, repacked (cl/q1_0.cl says how), in chunks of
@@ -107,11 +152,13 @@ typedef struct {
 size_t bml__card_matrix_bytes(size_t rows, size_t n);
 
 /* Repacks the parts (their rows concatenated, all of n columns) and copies
- * them to the card (blocking).  Returns 0 or an error; on error nothing is
- * held. */
-int bml__card_matrix_upload(bml__card *c, const bml__rows_part *parts, size_t nparts, size_t n,
+ * them to the card's slabs (blocking); exact: new slabs of just what is
+ * needed.  Returns 0 or an error; on error nothing is held. */
+int bml__card_matrix_upload(bml__card *c, const bml__rows_part *parts, size_t nparts, size_t n, bool exact,
                             bml__card_matrix *m);
-void bml__card_matrix_free(bml__card_matrix *m); /* NULL-safe, leaves m zeroed */
+/* Bytes of new slabs uploading rows x n would create (bml__slab_growth). */
+uint64_t bml__card_matrix_growth(const bml__card *c, size_t rows, size_t n, bool exact);
+void bml__card_matrix_free(bml__card *c, bml__card_matrix *m); /* NULL-safe, leaves m zeroed */
 
 /* A device buffer with its host staging, grown as needed: the activations
  * of a batch go in one, the results come out of another. */
@@ -148,6 +195,47 @@ int bml__card_mat_vec_enqueue(bml__card *c, const bml__build *b, bml__kernel_id 
 int bml__card_mat_vec_enqueue_on(bml__card *c, cl_command_queue q, const bml__build *b, bml__kernel_id k, size_t wg,
                                  const bml__card_matrix *m, const bml__card_buf *act, size_t act_off,
                                  const bml__card_buf *out, size_t out_off);
+
+/* Enqueues batched kernel k on queue q over ndesc products of one slab,
+ * whose records are at byte desc_off of act (copied in with the
+ * activations) and need `groups` work-groups in all (bml__card_groups).
+ * Returns 0 or an OpenCL error. */
+int bml__card_batched_enqueue(bml__card *c, cl_command_queue q, const bml__build *b, bml__batched_id k, size_t slab,
+                              const bml__card_buf *act, size_t desc_off, size_t ndesc, size_t groups,
+                              const bml__card_buf *out);
+/* Work-groups batched kernel k needs for `rows` rows. */
+size_t bml__card_groups(const bml__card *c, bml__batched_id k, size_t rows);
+
+/* A product of a batch, as its caller sees it. */
+typedef struct {
+  const bml__card_matrix *m;
+  bml__batched_id kind;
+  size_t act_off;  /* bytes, in the activations' buffer */
+  size_t out_off;  /* floats, in the results' buffer */
+} bml__batch_item;
+
+/* One launch of a planned batch: records [first, first + count) of its
+ * table, all of one slab and one kernel. */
+typedef struct {
+  size_t slab, first, count, groups;
+  bml__batched_id kind;
+} bml__batch_run;
+
+/* A record while the batch is planned. */
+typedef struct {
+  size_t slab, order, groups;
+  bml__batched_id kind;
+  bml__desc d;
+} bml__batch_rec;
+
+/* Records a batch of items takes: a record per chunk. */
+size_t bml__batch_records(const bml__batch_item *items, size_t n);
+/* Plans the items: their records, sorted so that each (slab, kernel) run is
+ * one launch and numbered within it, into desc; the launches into runs
+ * (each room for bml__batch_records records; scratch as well).  Returns the
+ * number of runs.  Cannot fail. */
+size_t bml__batch_plan(const bml__card *c, const bml__batch_item *items, size_t n, bml__batch_rec *scratch,
+                       bml__desc *desc, bml__batch_run *runs);
 
 /* One product on the card alone, start to finish (blocking): for the
  * oracle, the calibration and benchmarks. */

@@ -54,44 +54,41 @@ static cl_mem create_buffer(bml__card *c, cl_mem_flags flags, size_t size, cl_in
   return clCreateBuffer(c->ctx, flags, size ? size : 4, NULL, rc);
 }
 
-/* On a card that shares host memory (integrated GPUs, PoCL), the buffers
- * are allocated by the driver in host memory and the repack writes straight
+/* On a card that shares host memory (integrated GPUs, PoCL), the slabs are
+ * allocated by the driver in host memory and the repack writes straight
  * into them, mapped: no staging copy of the matrix. */
-static int upload_unified(bml__card *c, const bml__rows_part *parts, size_t nb, bml__card_chunk *ch,
-                          size_t bits_size, size_t d0_size) {
+static int upload_unified(bml__card *c, const bml__rows_part *parts, size_t nb, const bml__card_chunk *ch) {
   cl_int rc = CL_SUCCESS;
   void *bits = NULL, *d0 = NULL;
-  const cl_mem_flags flags = CL_MEM_READ_ONLY | CL_MEM_ALLOC_HOST_PTR;
+  const bml__slab *s = &c->slabs[ch->slab];
   const cl_map_flags map = CL_MAP_WRITE_INVALIDATE_REGION;
-  BML_CL_TRY(BML_CAT_WORKER, rc, (ch->bits = create_buffer(c, flags, bits_size, &rc), rc));
-  BML_CL_TRY(BML_CAT_WORKER, rc, (ch->d0 = create_buffer(c, flags, d0_size, &rc), rc));
-  BML_CL_TRY(BML_CAT_WORKER, rc,
-             (bits = clEnqueueMapBuffer(c->queue, ch->bits, CL_TRUE, map, 0, bits_size, 0, NULL, NULL, &rc), rc));
-  BML_CL_TRY(BML_CAT_WORKER, rc,
-             (d0 = clEnqueueMapBuffer(c->queue, ch->d0, CL_TRUE, map, 0, d0_size, 0, NULL, NULL, &rc), rc));
+  BML_CL_TRY(BML_CAT_WORKER, rc, (bits = clEnqueueMapBuffer(c->queue, s->bits, CL_TRUE, map, ch->off * 16, ch->rb * 16,
+                                                            0, NULL, NULL, &rc), rc));
+  BML_CL_TRY(BML_CAT_WORKER, rc, (d0 = clEnqueueMapBuffer(c->queue, s->d0, CL_TRUE, map, ch->off * sizeof(float),
+                                                          ch->rb * sizeof(float), 0, NULL, NULL, &rc), rc));
   repack(parts, ch->row0, ch->rows, nb, bits, d0);
 fail:
-  if (bits) clEnqueueUnmapMemObject(c->queue, ch->bits, bits, 0, NULL, NULL);
-  if (d0) clEnqueueUnmapMemObject(c->queue, ch->d0, d0, 0, NULL, NULL);
+  if (bits) clEnqueueUnmapMemObject(c->queue, s->bits, bits, 0, NULL, NULL);
+  if (d0) clEnqueueUnmapMemObject(c->queue, s->d0, d0, 0, NULL, NULL);
   cl_int done = clFinish(c->queue);
   return rc != CL_SUCCESS ? rc : done;
 }
 
 /* A discrete card: repack into host memory, then one copy each. */
-static int upload_discrete(bml__card *c, const bml__rows_part *parts, size_t nb, bml__card_chunk *ch,
-                           size_t bits_size, size_t d0_size) {
-  uint32_t *bits = malloc(bits_size);
-  float *d0 = malloc(d0_size);
+static int upload_discrete(bml__card *c, const bml__rows_part *parts, size_t nb, const bml__card_chunk *ch) {
+  uint32_t *bits = malloc(ch->rb * 16);
+  float *d0 = malloc(ch->rb * sizeof(float));
+  const bml__slab *s = &c->slabs[ch->slab];
   cl_int rc = CL_SUCCESS;
   if (!bits || !d0) {
     rc = BML_ENOMEM;
     goto fail;
   }
   repack(parts, ch->row0, ch->rows, nb, bits, d0);
-  BML_CL_TRY(BML_CAT_WORKER, rc, (ch->bits = create_buffer(c, CL_MEM_READ_ONLY, bits_size, &rc), rc));
-  BML_CL_TRY(BML_CAT_WORKER, rc, (ch->d0 = create_buffer(c, CL_MEM_READ_ONLY, d0_size, &rc), rc));
-  BML_CL_TRY(BML_CAT_WORKER, rc, clEnqueueWriteBuffer(c->queue, ch->bits, CL_FALSE, 0, bits_size, bits, 0, NULL, NULL));
-  BML_CL_TRY(BML_CAT_WORKER, rc, clEnqueueWriteBuffer(c->queue, ch->d0, CL_FALSE, 0, d0_size, d0, 0, NULL, NULL));
+  BML_CL_TRY(BML_CAT_WORKER, rc,
+             clEnqueueWriteBuffer(c->queue, s->bits, CL_FALSE, ch->off * 16, ch->rb * 16, bits, 0, NULL, NULL));
+  BML_CL_TRY(BML_CAT_WORKER, rc, clEnqueueWriteBuffer(c->queue, s->d0, CL_FALSE, ch->off * sizeof(float),
+                                                      ch->rb * sizeof(float), d0, 0, NULL, NULL));
   BML_CL_TRY(BML_CAT_WORKER, rc, clFinish(c->queue));
 fail:
   free(bits);
@@ -99,7 +96,15 @@ fail:
   return rc;
 }
 
-int bml__card_matrix_upload(bml__card *c, const bml__rows_part *parts, size_t nparts, size_t n,
+uint64_t bml__card_matrix_growth(const bml__card *c, size_t rows, size_t n, bool exact) {
+  const size_t per = chunk_rows(c, n);
+  uint64_t grow = 0;
+  for (size_t r0 = 0; r0 < rows; r0 += per)
+    grow += bml__slab_growth(c, (rows - r0 < per ? rows - r0 : per) * padded_blocks(n), exact);
+  return grow;
+}
+
+int bml__card_matrix_upload(bml__card *c, const bml__rows_part *parts, size_t nparts, size_t n, bool exact,
                             bml__card_matrix *m) {
   memset(m, 0, sizeof *m);
   size_t rows = 0;
@@ -111,28 +116,29 @@ int bml__card_matrix_upload(bml__card *c, const bml__rows_part *parts, size_t np
   m->chunks = calloc(m->nchunks ? m->nchunks : 1, sizeof *m->chunks);
   if (!m->chunks) return BML_ENOMEM;
   int rc = 0;
+  size_t done = 0;
   for (size_t i = 0; i < m->nchunks && rc == 0; i++) {
     bml__card_chunk *ch = &m->chunks[i];
     ch->row0 = i * per;
     ch->rows = rows - ch->row0 < per ? rows - ch->row0 : per;
-    size_t bits_size = ch->rows * padded_blocks(n) * 16, d0_size = ch->rows * padded_blocks(n) * sizeof(float);
-    rc = c->host_unified ? upload_unified(c, parts, nb, ch, bits_size, d0_size)
-                         : upload_discrete(c, parts, nb, ch, bits_size, d0_size);
+    ch->rb = ch->rows * padded_blocks(n);
+    rc = bml__slab_alloc(c, ch->rb, exact, &ch->slab, &ch->off);
+    if (rc != 0) break;
+    done = i + 1;
+    rc = c->host_unified ? upload_unified(c, parts, nb, ch) : upload_discrete(c, parts, nb, ch);
   }
   if (rc != 0) {
-    bml__card_matrix_free(m);
+    m->nchunks = done; /* what was allocated goes back */
+    bml__card_matrix_free(c, m);
     return rc;
   }
   m->bytes = bml__card_matrix_bytes(rows, n);
   return 0;
 }
 
-void bml__card_matrix_free(bml__card_matrix *m) {
+void bml__card_matrix_free(bml__card *c, bml__card_matrix *m) {
   if (!m) return;
-  for (size_t i = 0; m->chunks && i < m->nchunks; i++) {
-    if (m->chunks[i].bits) clReleaseMemObject(m->chunks[i].bits);
-    if (m->chunks[i].d0) clReleaseMemObject(m->chunks[i].d0);
-  }
+  for (size_t i = 0; m->chunks && i < m->nchunks; i++) bml__slab_free(c, m->chunks[i].slab, m->chunks[i].off, m->chunks[i].rb);
   free(m->chunks);
   memset(m, 0, sizeof *m);
 }
@@ -216,21 +222,91 @@ static void launch_sizes(const bml__card *c, bml__kernel_id k, size_t wg, size_t
 }
 
 static int enqueue_chunk(bml__card *c, cl_command_queue q, cl_kernel kern, bml__kernel_id k, size_t wg,
-                         const bml__card_chunk *ch,
-                         size_t nb, const bml__card_buf *act, size_t act_off, const bml__card_buf *out,
-                         size_t out_off) {
+                         const bml__card_chunk *ch, size_t nb, const bml__card_buf *act, size_t act_off,
+                         const bml__card_buf *out, size_t out_off) {
   cl_int rc = CL_SUCCESS;
-  cl_uint rows = (cl_uint)ch->rows, nbu = (cl_uint)nb, aoff = (cl_uint)act_off, ooff = (cl_uint)(out_off + ch->row0);
+  const bml__slab *s = &c->slabs[ch->slab];
+  cl_uint rows = (cl_uint)ch->rows, nbu = (cl_uint)nb, aoff = (cl_uint)act_off, ooff = (cl_uint)(out_off + ch->row0),
+          off = (cl_uint)ch->off;
   size_t global, local;
   launch_sizes(c, k, wg, ch->rows, &global, &local);
-  BML_CL_TRY(BML_CAT_WORKER, rc, clSetKernelArg(kern, 0, sizeof(cl_mem), &ch->bits));
-  BML_CL_TRY(BML_CAT_WORKER, rc, clSetKernelArg(kern, 1, sizeof(cl_mem), &ch->d0));
+  BML_CL_TRY(BML_CAT_WORKER, rc, clSetKernelArg(kern, 0, sizeof(cl_mem), &s->bits));
+  BML_CL_TRY(BML_CAT_WORKER, rc, clSetKernelArg(kern, 1, sizeof(cl_mem), &s->d0));
   BML_CL_TRY(BML_CAT_WORKER, rc, clSetKernelArg(kern, 2, sizeof(cl_mem), &act->buf));
   BML_CL_TRY(BML_CAT_WORKER, rc, clSetKernelArg(kern, 3, sizeof aoff, &aoff));
   BML_CL_TRY(BML_CAT_WORKER, rc, clSetKernelArg(kern, 4, sizeof rows, &rows));
   BML_CL_TRY(BML_CAT_WORKER, rc, clSetKernelArg(kern, 5, sizeof nbu, &nbu));
   BML_CL_TRY(BML_CAT_WORKER, rc, clSetKernelArg(kern, 6, sizeof(cl_mem), &out->buf));
   BML_CL_TRY(BML_CAT_WORKER, rc, clSetKernelArg(kern, 7, sizeof ooff, &ooff));
+  BML_CL_TRY(BML_CAT_WORKER, rc, clSetKernelArg(kern, 8, sizeof off, &off)); /* bits, in uint4s */
+  BML_CL_TRY(BML_CAT_WORKER, rc, clSetKernelArg(kern, 9, sizeof off, &off)); /* d0, in floats */
+  BML_CL_TRY(BML_CAT_WORKER, rc, clEnqueueNDRangeKernel(q, kern, 1, NULL, &global, &local, 0, NULL, NULL));
+fail:
+  return rc;
+}
+
+size_t bml__card_groups(const bml__card *c, bml__batched_id k, size_t rows) {
+  size_t per = k == BML_BATCHED_LR ? c->lrrows * c->lrrpt : c->lrows;
+  return (rows + per - 1) / per;
+}
+
+size_t bml__batch_records(const bml__batch_item *items, size_t n) {
+  size_t r = 0;
+  for (size_t i = 0; i < n; i++) r += items[i].m->nchunks;
+  return r;
+}
+
+static bool same_run(const bml__batch_rec *a, const bml__batch_rec *b) { return a->slab == b->slab && a->kind == b->kind; }
+
+static int rec_cmp(const void *pa, const void *pb) {
+  const bml__batch_rec *a = pa, *b = pb;
+  if (a->slab != b->slab) return a->slab < b->slab ? -1 : 1;
+  if (a->kind != b->kind) return a->kind < b->kind ? -1 : 1;
+  return a->order < b->order ? -1 : a->order > b->order;
+}
+
+size_t bml__batch_plan(const bml__card *c, const bml__batch_item *items, size_t n, bml__batch_rec *scratch,
+                       bml__desc *desc, bml__batch_run *runs) {
+  size_t nrec = 0;
+  for (size_t i = 0; i < n; i++) {
+    const bml__card_matrix *m = items[i].m;
+    for (size_t k = 0; k < m->nchunks; k++, nrec++) {
+      const bml__card_chunk *ch = &m->chunks[k];
+      bml__batch_rec *r = &scratch[nrec];
+      r->slab = ch->slab, r->order = nrec, r->kind = items[i].kind;
+      r->groups = bml__card_groups(c, items[i].kind, ch->rows);
+      r->d = (bml__desc){0, (uint32_t)ch->rows, (uint32_t)(m->n / BML_Q1_0_BLOCK), (uint32_t)ch->off,
+                         (uint32_t)ch->off, (uint32_t)items[i].act_off, (uint32_t)(items[i].out_off + ch->row0), 0};
+    }
+  }
+  qsort(scratch, nrec, sizeof *scratch, rec_cmp);
+  size_t nruns = 0;
+  for (size_t i = 0; i < nrec; i++) {
+    if (i == 0 || !same_run(&scratch[i - 1], &scratch[i]))
+      runs[nruns++] = (bml__batch_run){scratch[i].slab, i, 0, 0, scratch[i].kind};
+    bml__batch_run *run = &runs[nruns - 1];
+    scratch[i].d.first_group = (uint32_t)run->groups;
+    run->groups += scratch[i].groups;
+    run->count++;
+    desc[i] = scratch[i].d;
+  }
+  return nruns;
+}
+
+int bml__card_batched_enqueue(bml__card *c, cl_command_queue q, const bml__build *b, bml__batched_id k, size_t slab,
+                              const bml__card_buf *act, size_t desc_off, size_t ndesc, size_t groups,
+                              const bml__card_buf *out) {
+  cl_int rc = CL_SUCCESS;
+  cl_kernel kern = b->batched[k];
+  const bml__slab *s = &c->slabs[slab];
+  cl_uint doff = (cl_uint)desc_off, nd = (cl_uint)ndesc;
+  size_t local = 8 * (k == BML_BATCHED_LR ? c->lrrows : c->lrows), global = groups * local;
+  BML_CL_TRY(BML_CAT_WORKER, rc, clSetKernelArg(kern, 0, sizeof(cl_mem), &s->bits));
+  BML_CL_TRY(BML_CAT_WORKER, rc, clSetKernelArg(kern, 1, sizeof(cl_mem), &s->d0));
+  BML_CL_TRY(BML_CAT_WORKER, rc, clSetKernelArg(kern, 2, sizeof(cl_mem), &act->buf));
+  BML_CL_TRY(BML_CAT_WORKER, rc, clSetKernelArg(kern, 3, sizeof doff, &doff));
+  BML_CL_TRY(BML_CAT_WORKER, rc, clSetKernelArg(kern, 4, sizeof nd, &nd));
+  BML_CL_TRY(BML_CAT_WORKER, rc, clSetKernelArg(kern, 5, sizeof(cl_mem), &out->buf));
   BML_CL_TRY(BML_CAT_WORKER, rc, clEnqueueNDRangeKernel(q, kern, 1, NULL, &global, &local, 0, NULL, NULL));
 fail:
   return rc;

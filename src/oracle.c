@@ -178,24 +178,12 @@ typedef struct {
   bml__card_buf act, out;
 } card_state;
 
-/* Computes w (rows x n) on the card with kernel k and compares each row with
- * want; fills the line. */
-static void check_product(card_state *cs, bml__kernel_id k, const bml_block_q1_0 *w, size_t rows, size_t n,
-                          const bml_block_q8_0 *a, const float *want, bml_verify_line *line, char *detail,
-                          size_t detail_len) {
+/* Fills the line from the card's rows (or from the error rc). */
+static void compare_rows(int rc, const float *want, const float *got, size_t rows, bml_verify_line *line, char *detail,
+                         size_t detail_len) {
   char e[64];
-  float *got = malloc(rows * sizeof *got);
-  bml__card_matrix m;
-  bml__rows_part part = {w, rows};
-  int rc = got ? bml__card_matrix_upload(cs->card, &part, 1, n, &m) : BML_ENOMEM;
   line->total = rows;
   line->first_bad = -1;
-  if (rc == 0) {
-    double t0 = bml__now();
-    rc = bml__card_product(cs->card, cs->build, k, hooks.wg, &m, a, &cs->act, &cs->out, got);
-    line->ms = (bml__now() - t0) * 1e3;
-    bml__card_matrix_free(&m);
-  }
   if (rc != 0) {
     snprintf(detail, detail_len, "%s", rc == BML_ENOMEM ? "out of memory" : bml__cl_error_string(rc, e, sizeof e));
     line->detail = detail;
@@ -209,6 +197,24 @@ static void check_product(card_state *cs, bml__kernel_id k, const bml_block_q1_0
     }
   }
   line->ok = rc == 0 && line->first_bad < 0;
+}
+
+/* Computes w (rows x n) on the card with kernel k and compares each row with
+ * want; fills the line. */
+static void check_product(card_state *cs, bml__kernel_id k, const bml_block_q1_0 *w, size_t rows, size_t n,
+                          const bml_block_q8_0 *a, const float *want, bml_verify_line *line, char *detail,
+                          size_t detail_len) {
+  float *got = malloc(rows * sizeof *got);
+  bml__card_matrix m;
+  bml__rows_part part = {w, rows};
+  int rc = got ? bml__card_matrix_upload(cs->card, &part, 1, n, true, &m) : BML_ENOMEM;
+  if (rc == 0) {
+    double t0 = bml__now();
+    rc = bml__card_product(cs->card, cs->build, k, hooks.wg, &m, a, &cs->act, &cs->out, got);
+    line->ms = (bml__now() - t0) * 1e3;
+    bml__card_matrix_free(cs->card, &m);
+  }
+  compare_rows(rc, want, got, rows, line, detail, detail_len);
   free(got);
 }
 
@@ -281,12 +287,109 @@ static void check_golden(run *v, card_state *cs, bml__kernel_id k, const bml__go
   emit(v, &sum);
 }
 
+/* One case of a batch: its operands, its matrix on the card, its results. */
+typedef struct {
+  const bml_block_q1_0 *w;
+  const bml_block_q8_0 *a;
+  const float *want;
+  size_t rows, n;
+  bml__card_matrix m;
+  size_t act_off, out_off;
+} batch_case;
+
+/* Runs the cases as one batch of batched kernel k (all matrices in the
+ * card's slabs, one launch per slab) into got.  Returns 0 or an error. */
+static int run_batch(card_state *cs, bml__batched_id k, batch_case *bc, size_t n, float *got) {
+  size_t act_bytes = 0, out_rows = 0;
+  int rc = 0;
+  for (size_t i = 0; rc == 0 && i < n; i++) {
+    bml__rows_part part = {bc[i].w, bc[i].rows};
+    rc = bml__card_matrix_upload(cs->card, &part, 1, bc[i].n, false, &bc[i].m);
+    bc[i].act_off = act_bytes, bc[i].out_off = out_rows;
+    act_bytes += bml__card_act_bytes(bc[i].n);
+    out_rows += bc[i].rows;
+  }
+  bml__batch_item *items = malloc(n * sizeof *items);
+  size_t nrec = 0;
+  for (size_t i = 0; rc == 0 && items && i < n; i++) {
+    items[i] = (bml__batch_item){&bc[i].m, k, bc[i].act_off, bc[i].out_off};
+    nrec += bc[i].m.nchunks;
+  }
+  bml__batch_rec *recs = malloc((nrec ? nrec : 1) * sizeof *recs);
+  bml__batch_run *runs = malloc((nrec ? nrec : 1) * sizeof *runs);
+  if (rc == 0 && (!items || !recs || !runs)) rc = BML_ENOMEM;
+  size_t in_bytes = act_bytes + nrec * sizeof(bml__desc);
+  if (rc == 0) rc = bml__card_buf_reserve(cs->card, &cs->act, in_bytes);
+  if (rc == 0) rc = bml__card_buf_reserve(cs->card, &cs->out, out_rows * sizeof(float));
+  if (rc == 0) {
+    for (size_t i = 0; i < n; i++) bml__card_act_repack(bc[i].a, bc[i].n, (char *)cs->act.host + bc[i].act_off);
+    size_t nruns = bml__batch_plan(cs->card, items, n, recs, (bml__desc *)((char *)cs->act.host + act_bytes), runs);
+    rc = bml__card_buf_write(cs->card, &cs->act, in_bytes);
+    for (size_t i = 0; rc == 0 && i < nruns; i++)
+      rc = bml__card_batched_enqueue(cs->card, cs->card->queue, cs->build, k, runs[i].slab, &cs->act,
+                                     act_bytes + runs[i].first * sizeof(bml__desc), runs[i].count, runs[i].groups,
+                                     &cs->out);
+    if (rc == 0) rc = bml__card_buf_read(cs->card, &cs->out, out_rows * sizeof(float));
+    if (rc == 0) rc = clFinish(cs->card->queue);
+    if (rc == 0) memcpy(got, cs->out.host, out_rows * sizeof(float));
+  }
+  for (size_t i = 0; i < n; i++) bml__card_matrix_free(cs->card, &bc[i].m);
+  free(items), free(recs), free(runs);
+  return rc;
+}
+
+/* The batched kernels: every shape and regime, and every golden case, as
+ * one batch of many products; a line per shape and regime, one for the
+ * golden cases. */
+static void check_batched(run *v, card_state *cs, bml__batched_id k, const bml__golden_q1 *g, int ng, bool quick) {
+  const size_t nshapes = quick ? QUICK_SHAPES : BML_ARRAY_SIZE(full_shapes), ncases = nshapes * 2 + (size_t)ng;
+  const char *fma = cs->build->emulated_fma ? "emulated" : "native";
+  case_data *d = calloc(nshapes * 2, sizeof *d);
+  batch_case *bc = calloc(ncases, sizeof *bc);
+  size_t out_rows = 0;
+  int rc = d && bc ? 0 : BML_ENOMEM;
+  for (size_t i = 0; rc == 0 && i < nshapes * 2; i++) {
+    size_t rows = full_shapes[i / 2][0], n = full_shapes[i / 2][1];
+    rc = make_case(rows, n, i % 2, 0xba7c0000u + (unsigned)i, &d[i]);
+    bc[i] = (batch_case){d[i].w, d[i].a, d[i].want, rows, n, {0}, 0, 0};
+  }
+  for (int i = 0; rc == 0 && i < ng; i++)
+    bc[nshapes * 2 + (size_t)i] = (batch_case){g[i].w, g[i].a, g[i].ref, g[i].rows, g[i].n, {0}, 0, 0};
+  for (size_t i = 0; bc && i < ncases; i++) out_rows += bc[i].rows;
+  float *got = rc == 0 ? malloc((out_rows ? out_rows : 1) * sizeof *got) : NULL;
+  if (rc == 0 && !got) rc = BML_ENOMEM;
+  double t0 = bml__now();
+  if (rc == 0) rc = run_batch(cs, k, bc, ncases, got);
+  double ms = (bml__now() - t0) * 1e3;
+  char detail[160];
+  bml_verify_line sum = {.check = bml__batched_name(k), .fma = fma, .regime = "golden", .first_bad = -1, .ok = 1};
+  for (size_t i = 0; i < (rc == 0 ? ncases : nshapes * 2); i++) {
+    bml_verify_line line = {.check = bml__batched_name(k), .fma = fma, .rows = bc ? bc[i].rows : 0,
+                            .n = bc ? bc[i].n : 0, .regime = i % 2 ? "layer" : "random", .ms = ms};
+    compare_rows(rc, bc ? bc[i].want : NULL, got ? got + bc[i].out_off : NULL, bc ? bc[i].rows : 0, &line, detail,
+                 sizeof detail);
+    if (i < nshapes * 2) {
+      emit(v, &line);
+    } else {
+      sum.exact += line.exact, sum.total += line.total, sum.ms = ms;
+      if (!line.ok && sum.ok)
+        sum = (bml_verify_line){.check = sum.check, .fma = fma, .regime = "golden", .rows = line.rows, .n = line.n,
+                                .exact = sum.exact, .total = sum.total, .ms = ms, .first_bad = line.first_bad,
+                                .cpu_bits = line.cpu_bits, .card_bits = line.card_bits, .detail = line.detail};
+    }
+  }
+  if (ng > 0 && rc == 0) emit(v, &sum);
+  for (size_t i = 0; d && i < nshapes * 2; i++) free_case(&d[i]);
+  free(d), free(bc), free(got);
+}
+
 static void check_build(run *v, bml__card *c, const bml__build *b, const bml__golden_q1 *g, int ng, bool quick) {
   card_state cs = {c, b, {0}, {0}};
   for (int k = 0; k < BML_KERNEL_COUNT; k++) {
     check_shapes(v, &cs, (bml__kernel_id)k, quick);
     if (ng > 0) check_golden(v, &cs, (bml__kernel_id)k, g, ng);
   }
+  for (int k = 0; k < BML_BATCHED_COUNT; k++) check_batched(v, &cs, (bml__batched_id)k, g, ng, quick);
   bml__card_buf_free(&cs.act);
   bml__card_buf_free(&cs.out);
 }

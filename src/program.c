@@ -12,6 +12,11 @@ const char *bml__kernel_name(bml__kernel_id k) {
   return (unsigned)k < BML_KERNEL_COUNT ? names[k] : "?";
 }
 
+const char *bml__batched_name(bml__batched_id k) {
+  static const char *const names[] = {"q1_0_mat_vec_lb", "q1_0_mat_vec_lrb"};
+  return (unsigned)k < BML_BATCHED_COUNT ? names[k] : "?";
+}
+
 int bml__card_open(const bml__cl_info *ci, bml__card **out, char *err, size_t errlen) {
   char e[64];
   cl_int rc = CL_SUCCESS;
@@ -66,6 +71,8 @@ int bml__card_finish(bml__card *c) {
 
 void bml__card_close(bml__card *c) {
   if (!c) return;
+  if (c->queue) clFinish(c->queue);
+  bml__slab_release_all(c);
   for (size_t i = 0; i < c->nside; i++) {
     clFinish(c->side[i]);
     clReleaseCommandQueue(c->side[i]);
@@ -139,6 +146,8 @@ static int create_kernels(bml__build *b) {
   cl_int rc = CL_SUCCESS;
   for (int k = 0; k < BML_KERNEL_COUNT && rc == CL_SUCCESS; k++)
     b->kernel[k] = clCreateKernel(b->program, bml__kernel_name((bml__kernel_id)k), &rc);
+  for (int k = 0; k < BML_BATCHED_COUNT && rc == CL_SUCCESS; k++)
+    b->batched[k] = clCreateKernel(b->program, bml__batched_name((bml__batched_id)k), &rc);
   if (rc == CL_SUCCESS) b->probe = clCreateKernel(b->program, "bml_fma_probe", &rc);
   return rc;
 }
@@ -179,6 +188,8 @@ void bml__build_release(bml__build *b) {
   if (!b) return;
   for (int k = 0; k < BML_KERNEL_COUNT; k++)
     if (b->kernel[k]) clReleaseKernel(b->kernel[k]);
+  for (int k = 0; k < BML_BATCHED_COUNT; k++)
+    if (b->batched[k]) clReleaseKernel(b->batched[k]);
   if (b->probe) clReleaseKernel(b->probe);
   if (b->program) clReleaseProgram(b->program);
   memset(b, 0, sizeof *b);

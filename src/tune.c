@@ -176,8 +176,8 @@ static int prepare(bml__card *c, bench *t) {
     rc = bml__gen_q8_0(&seed, act, TUNE_N, true);
   }
   bml__rows_part few = {w, TUNE_FEW}, many = {w, TUNE_MANY};
-  if (rc == 0) rc = bml__card_matrix_upload(c, &few, 1, TUNE_N, &t->few);
-  if (rc == 0) rc = bml__card_matrix_upload(c, &many, 1, TUNE_N, &t->many);
+  if (rc == 0) rc = bml__card_matrix_upload(c, &few, 1, TUNE_N, false, &t->few);
+  if (rc == 0) rc = bml__card_matrix_upload(c, &many, 1, TUNE_N, false, &t->many);
   if (rc == 0) rc = bml__card_buf_reserve(c, &t->act, bml__card_act_bytes(TUNE_N));
   if (rc == 0) rc = bml__card_buf_reserve(c, &t->out, TUNE_MANY * sizeof(float));
   if (rc == 0) bml__card_act_repack(act, TUNE_N, t->act.host);
@@ -186,9 +186,9 @@ static int prepare(bml__card *c, bench *t) {
   return rc;
 }
 
-static void release(bench *t) {
-  bml__card_matrix_free(&t->few);
-  bml__card_matrix_free(&t->many);
+static void release(bml__card *c, bench *t) {
+  bml__card_matrix_free(c, &t->few);
+  bml__card_matrix_free(c, &t->many);
   bml__card_buf_free(&t->act);
   bml__card_buf_free(&t->out);
 }
@@ -220,7 +220,7 @@ static int measure(bml__card *c, choice *best) {
   best->lr_from = lr_few < l_few ? 0 : lr_many < l_many ? (TUNE_FEW + TUNE_MANY) / 2 : SIZE_MAX;
   best->us_few = lr_few < l_few ? lr_few : l_few;
   best->us_many = lr_many < l_many ? lr_many : l_many;
-  release(&t);
+  release(c, &t);
   return rc;
 }
 

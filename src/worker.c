@@ -91,6 +91,10 @@ struct bml_worker {
   size_t *card_rows, card_rows_cap;
   group *groups;
   size_t groups_cap;
+  bml__batch_item *items; /* a batch's plan */
+  bml__batch_rec *recs;
+  bml__batch_run *runs;
+  size_t items_cap, recs_cap, runs_cap;
   submission cur;
   counters count;
   timings time;
@@ -135,10 +139,13 @@ static int reserve(void **p, size_t *cap, size_t need, size_t size) {
 
 /* ---- matrices and shapes -------------------------------------------------------- */
 
+/* The limiter counts what the card's slabs hold. */
+static void sync_allocated(bml_worker *w) { w->limiter.allocated = bml__card_slab_bytes(w->card); }
+
 static void drop_matrix(bml_worker *w, entry *e) {
   if (!e->m.nchunks) return;
-  bml__limiter_drop(&w->limiter, e->m.bytes);
-  bml__card_matrix_free(&e->m);
+  bml__card_matrix_free(w->card, &e->m);
+  sync_allocated(w);
   memset(e->held, 0, e->nmembers * sizeof *e->held);
 }
 
@@ -243,10 +250,14 @@ static int ensure_uploaded(bml_worker *w, entry *e, const size_t *want) {
   size_t rows = 0, np = 0;
   for (size_t i = 0; i < e->nmembers && np < BML_ARRAY_SIZE(parts); i++)
     if (want[i]) parts[np++] = (bml__rows_part){e->members[i].ptr, want[i]}, rows += want[i];
-  uint64_t bytes = bml__card_matrix_bytes(rows, e->n);
-  if (!bml__limiter_fits(&w->limiter, bytes, w->limiter.integrated ? bml__mem_available() : 0)) return BML_ENOMEM;
+  /* a slab that doubles the card's matrix memory where the limit allows,
+   * else one of just what this matrix needs */
+  uint64_t avail = w->limiter.integrated ? bml__mem_available() : 0;
+  bool exact = !bml__limiter_fits(&w->limiter, bml__card_matrix_growth(w->card, rows, e->n, false), avail);
+  if (exact && !bml__limiter_fits(&w->limiter, bml__card_matrix_growth(w->card, rows, e->n, true), avail))
+    return BML_ENOMEM;
   int rc = w->hooks.fail_uploads > 0 ? (w->hooks.fail_uploads--, CL_MEM_OBJECT_ALLOCATION_FAILURE)
-                                     : bml__card_matrix_upload(w->card, parts, np, e->n, &e->m);
+                                     : bml__card_matrix_upload(w->card, parts, np, e->n, exact, &e->m);
   if (rc == CL_MEM_OBJECT_ALLOCATION_FAILURE || rc == CL_OUT_OF_RESOURCES || rc == BML_ENOMEM) {
     bml__debug(BML_CAT_WORKER, "\"%s\": allocation failed (%s): it runs on the CPU", e->members[0].name,
                bml_err_name(rc));
@@ -255,7 +266,7 @@ static int ensure_uploaded(bml_worker *w, entry *e, const size_t *want) {
   }
   if (rc != 0) return rc;
   memcpy(e->held, want, e->nmembers * sizeof *want);
-  bml__limiter_hold(&w->limiter, e->m.bytes);
+  sync_allocated(w);
   return 0;
 }
 
@@ -353,45 +364,86 @@ static void repack_acts(bml_worker *w, const submission *s, size_t act_bytes) {
   else repack_part(&j, 0, 1);
 }
 
+/* The plan of the batched launches: a record per chunk of the card's
+ * groups, in the activations' buffer after the activations. */
+static int plan_launches(bml_worker *w, const submission *s, size_t nrec, bml__desc *desc, size_t *nruns) {
+  int rc = reserve((void **)&w->items, &w->items_cap, s->ngroups, sizeof *w->items);
+  if (rc == 0) rc = reserve((void **)&w->recs, &w->recs_cap, nrec, sizeof *w->recs);
+  if (rc == 0) rc = reserve((void **)&w->runs, &w->runs_cap, nrec, sizeof *w->runs);
+  if (rc != 0) return rc;
+  size_t n = 0;
+  for (size_t i = 0; i < s->ngroups; i++) {
+    const group *g = &s->groups[i];
+    if (!g->e) continue;
+    bml__batched_id kind = kernel_for(w, g->e->m.rows) == BML_KERNEL_MAT_VEC_LR ? BML_BATCHED_LR : BML_BATCHED_L;
+    w->items[n++] = (bml__batch_item){&g->e->m, kind, g->act_off, g->out_off};
+  }
+  *nruns = bml__batch_plan(w->card, w->items, n, w->recs, desc, w->runs);
+  return 0;
+}
+
+/* The card's part of a submission: the activations (and the records of the
+ * batched launches) in with one copy, the launches, the results out with
+ * one copy.  The table kernels run batched: one launch per slab and kernel
+ * computes every product of the batch there (a launch costs the host some
+ * microseconds, and a model's token has hundreds of products).  The
+ * launches are spread over the card's queues, which may run them side by
+ * side; the side queues wait for the copy in, and the copy out, on the main
+ * queue, waits for every launch.  Flushed as it goes, so the card starts
+ * while the host enqueues the rest. */
 static int enqueue_groups(bml_worker *w, submission *s) {
-  size_t act_bytes = 0, out_rows = 0;
+  size_t act_bytes = 0, out_rows = 0, nrec = 0;
   for (size_t i = 0; i < s->ngroups; i++) {
     group *g = &s->groups[i];
     if (!g->e) continue;
     g->act_off = act_bytes, g->out_off = out_rows;
     act_bytes += bml__card_act_bytes(g->e->n);
     out_rows += g->e->m.rows;
+    nrec += g->e->m.nchunks;
   }
   if (act_bytes == 0) return 0;
   if (w->hooks.fail_enqueues > 0) return w->hooks.fail_enqueues--, CL_OUT_OF_RESOURCES;
-  int rc = bml__card_buf_reserve(w->card, &w->acts, act_bytes);
+  /* a test forcing q1_0_mat_vec or q1_0_mat_vec8 gets a launch per group */
+  const bool batched = w->hooks.kernel >= BML_KERNEL_MAT_VEC_L;
+  const size_t desc_off = act_bytes, in_bytes = act_bytes + (batched ? nrec * sizeof(bml__desc) : 0);
+  int rc = bml__card_buf_reserve(w->card, &w->acts, in_bytes);
   if (rc == 0) rc = bml__card_buf_reserve(w->card, &w->outs, out_rows * sizeof(float));
   if (rc == 0) repack_acts(w, s, act_bytes);
-  /* The groups of a batch are independent: their launches are spread over
-   * the card's queues, which may run them side by side (a small product
-   * does not fill a big card).  The side queues wait for the copy in; the
-   * copy out, on the main queue, waits for every launch.  Flushed as it
-   * goes, so the card starts while the host enqueues the rest (a launch
-   * costs the host microseconds; a token's are a millisecond). */
-  bml__card *c = w->card;
   size_t launches = 0;
-  for (size_t i = 0; i < s->ngroups; i++) launches += s->groups[i].e != NULL;
+  if (rc == 0 && batched) {
+    rc = plan_launches(w, s, nrec, (bml__desc *)((char *)w->acts.host + desc_off), &launches);
+  } else {
+    for (size_t i = 0; i < s->ngroups; i++) launches += s->groups[i].e != NULL;
+  }
+  bml__card *c = w->card;
   size_t nq = c->nside + 1 < launches ? c->nside + 1 : launches;
+  if (nq == 0) nq = 1;
   cl_command_queue q[BML_MAX_QUEUES];
   q[0] = c->queue;
   for (size_t i = 1; i < nq; i++) q[i] = c->side[i - 1];
   cl_event copied_in = NULL, done[BML_MAX_QUEUES] = {NULL};
-  if (rc == 0) rc = clEnqueueWriteBuffer(c->queue, w->acts.buf, CL_FALSE, 0, act_bytes, w->acts.host, 0, NULL,
+  if (rc == 0) rc = clEnqueueWriteBuffer(c->queue, w->acts.buf, CL_FALSE, 0, in_bytes, w->acts.host, 0, NULL,
                                          nq > 1 ? &copied_in : NULL);
   if (rc == 0) rc = clFlush(c->queue);
   for (size_t i = 1; rc == 0 && i < nq; i++) rc = clEnqueueBarrierWithWaitList(q[i], 1, &copied_in, NULL);
-  for (size_t i = 0, launched = 0; rc == 0 && i < s->ngroups; i++) {
-    const group *g = &s->groups[i];
-    if (!g->e) continue;
-    cl_command_queue on = q[launched % nq];
-    rc = bml__card_mat_vec_enqueue_on(c, on, &w->build, kernel_for(w, g->e->m.rows), 0, &g->e->m, &w->acts,
-                                      g->act_off, &w->outs, g->out_off);
-    if (rc == 0 && ++launched % 8 == 0) rc = clFlush(on);
+  size_t launched = 0;
+  if (batched) {
+    for (size_t i = 0; rc == 0 && i < launches; i++) {
+      const bml__batch_run *run = &w->runs[i];
+      cl_command_queue on = q[launched++ % nq];
+      rc = bml__card_batched_enqueue(c, on, &w->build, run->kind, run->slab, &w->acts,
+                                     desc_off + run->first * sizeof(bml__desc), run->count, run->groups, &w->outs);
+      if (rc == 0) rc = clFlush(on);
+    }
+  } else {
+    for (size_t i = 0; rc == 0 && i < s->ngroups; i++) {
+      const group *g = &s->groups[i];
+      if (!g->e) continue;
+      cl_command_queue on = q[launched % nq];
+      rc = bml__card_mat_vec_enqueue_on(c, on, &w->build, kernel_for(w, g->e->m.rows), 0, &g->e->m, &w->acts,
+                                        g->act_off, &w->outs, g->out_off);
+      if (rc == 0 && ++launched % 8 == 0) rc = clFlush(on);
+    }
   }
   for (size_t i = 1; rc == 0 && i < nq; i++) rc = clEnqueueMarkerWithWaitList(q[i], 0, NULL, &done[i - 1]);
   if (rc == 0 && nq > 1) rc = clEnqueueBarrierWithWaitList(c->queue, (cl_uint)(nq - 1), done, NULL);
@@ -621,7 +673,7 @@ static int calibrate(bml_worker *w, double *card_s, double *cpu_s) {
     rc = bml__gen_q8_0(&seed, act, n, true);
   }
   bml__rows_part part = {wts, rows};
-  if (rc == 0) rc = bml__card_matrix_upload(w->card, &part, 1, n, &m);
+  if (rc == 0) rc = bml__card_matrix_upload(w->card, &part, 1, n, true, &m);
   *card_s = *cpu_s = 1e30;
   for (int i = 0; rc == 0 && i < CAL_RUNS; i++) {
     double t0 = bml__now();
@@ -632,7 +684,7 @@ static int calibrate(bml_worker *w, double *card_s, double *cpu_s) {
     if (t1 - t0 < *card_s) *card_s = t1 - t0;
     if (t2 - t1 < *cpu_s) *cpu_s = t2 - t1;
   }
-  bml__card_matrix_free(&m);
+  bml__card_matrix_free(w->card, &m);
   free(wts), free(act), free(out);
   return rc;
 }
@@ -725,6 +777,11 @@ int bml_worker_open(bml_pool *pool, bml_worker **out) {
   int rc = settings(w, &limit, &queues);
   if (rc == 0) rc = open_card(w);
   if (rc == 0 && w->card) {
+    /* A software device (PoCL) gains nothing from several queues (they run
+     * on the same cores), and PoCL 3.1's pthread driver can fail an
+     * assertion in its kernel cache when two queues finish kernels at once
+     * (seen with two processes at work): one queue there. */
+    if (w->devices->dev[w->device].software) queues = 1;
     int made = bml__card_set_queues(w->card, (size_t)queues);
     if (made != 0)
       bml__debug(BML_CAT_WORKER, "\"%s\": %zu of %d queues (%s)", w->card->name, w->card->nside + 1, queues,
@@ -769,13 +826,22 @@ int bml_worker_set_limit(bml_worker *w, double limit) {
 
 static size_t heap_bytes(const bml_worker *w) {
   size_t b = sizeof *w + w->cap * sizeof *w->entries + w->shapes_cap * sizeof *w->shapes +
-             w->card_rows_cap * sizeof *w->card_rows + w->groups_cap * sizeof *w->groups + w->acts.size +
+             w->card_rows_cap * sizeof *w->card_rows + w->groups_cap * sizeof *w->groups +
+             w->items_cap * sizeof *w->items + w->recs_cap * sizeof *w->recs + w->runs_cap * sizeof *w->runs +
+             w->acts.size +
              w->outs.size;
   for (size_t i = 0; i < w->nentries; i++) {
     const entry *e = w->entries[i];
     b += sizeof *e + e->nmembers * (sizeof *e->members + sizeof *e->held);
     for (size_t k = 0; k < e->nmembers; k++) b += strlen(e->members[k].name) + 1;
   }
+  return b;
+}
+
+/* Bytes of the matrices the card holds (its slabs may hold more). */
+static uint64_t matrix_bytes(const bml_worker *w) {
+  uint64_t b = 0;
+  for (size_t i = 0; i < w->nentries; i++) b += w->entries[i]->m.bytes;
   return b;
 }
 
@@ -789,17 +855,18 @@ static json_t *status_json(const bml_worker *w) {
   if (w->share_fixed) on_card = (json_int_t)w->nshapes, tuning = 0, on_cpu = 0;
   return json_pack(
       "{s:s, s:I, s:f, s:f, s:b, s:I, s:I, s:I, s:b, s:b, s:b, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:s, "
-      "s:I, s:{s:I, s:f, s:f, s:f, s:f}}",
+      "s:b, s:I, s:{s:I, s:f, s:f, s:f, s:f}}",
       "card", w->card->name, "device", (json_int_t)w->device, "limit", w->limiter.limit, "share", w->share,
       "share_fixed", w->share_fixed, "allocated_bytes", (json_int_t)(w->limiter.allocated + w->acts.size + w->outs.size),
-      "matrix_bytes", (json_int_t)w->limiter.allocated,
+      "matrix_bytes", (json_int_t)matrix_bytes(w),
       "heap_bytes", (json_int_t)heap_bytes(w), "integrated", w->limiter.integrated, "busy", w->cur.active,
       "retired", w->retired, "products_on_card", (json_int_t)w->count.on_card, "products_on_cpu_resting",
       (json_int_t)w->count.on_cpu_resting, "products_on_cpu_memory", (json_int_t)w->count.on_cpu_memory,
       "products_on_cpu_error", (json_int_t)w->count.on_cpu_error, "products_on_cpu_decided",
       (json_int_t)w->count.on_cpu_decided, "products_on_cpu_share", (json_int_t)w->count.on_cpu_share,
       "shapes_on_card", on_card, "shapes_on_cpu", on_cpu, "shapes_tuning",
-      tuning, "matrices", (json_int_t)w->nentries, "fma", w->build.emulated_fma ? "emulated" : "native", "queues",
+      tuning, "matrices", (json_int_t)w->nentries, "fma", w->build.emulated_fma ? "emulated" : "native", "software",
+      w->devices->dev[w->device].software != NULL, "queues",
       (json_int_t)(w->card->nside + 1), "seconds",
       "submissions", (json_int_t)w->time.submissions, "enqueue", w->time.enqueue, "cpu", w->time.cpu, "wait",
       w->time.wait, "copy_out", w->time.copy);
@@ -848,6 +915,9 @@ void bml_worker_close(bml_worker *w) {
   free(w->shapes);
   free(w->card_rows);
   free(w->groups);
+  free(w->items);
+  free(w->recs);
+  free(w->runs);
   bml__build_release(&w->build);
   bml__card_close(w->card);
   bml_devices_free(w->devices);

@@ -88,7 +88,8 @@ Test(oracle, both_kernels_and_the_emulated_fma_pass_every_regime_on_the_card) {
               c.lines[k].total, c.lines[k].first_bad, c.lines[k].detail ? c.lines[k].detail : "");
   cr_expect_eq(rc, 0, "%s", bml_strerror(rc));
   cr_expect_eq(bml_devices_get(l, i)->verified, 1);
-  static const char *const kernels[] = {"q1_0_mat_vec", "q1_0_mat_vec8", "q1_0_mat_vec_l", "q1_0_mat_vec_lr"};
+  static const char *const kernels[] = {"q1_0_mat_vec",   "q1_0_mat_vec8",   "q1_0_mat_vec_l",
+                                        "q1_0_mat_vec_lr", "q1_0_mat_vec_lb", "q1_0_mat_vec_lrb"};
   static const char *const fmas[] = {"native", "emulated"};
   static const size_t shapes[][2] = {{64, 128}, {7, 256}, {301, 5120}, {100, 2688}, {4096, 4096}, {12288, 4096}};
   for (size_t k = 0; k < BML_ARRAY_SIZE(kernels); k++)
@@ -213,7 +214,7 @@ Test(oracle, a_card_with_little_local_memory_uses_one_table_and_gives_the_same_b
   bml__build use = {0};
   cr_assert_eq(bml__oracle_verify(&l->dev[i], i, &o, &card, &use), 0);
   cr_expect(strstr(use.options, "-DBML_LHALVES=1") != NULL, "%s", use.options);
-  static const char *const kernels[] = {"q1_0_mat_vec_l", "q1_0_mat_vec_lr"};
+  static const char *const kernels[] = {"q1_0_mat_vec_l", "q1_0_mat_vec_lr", "q1_0_mat_vec_lb", "q1_0_mat_vec_lrb"};
   for (size_t k = 0; k < BML_ARRAY_SIZE(kernels); k++) {
     const bml_verify_line *x = find_line(&c, kernels[k], use.emulated_fma ? "emulated" : "native", 100, 2688, "random");
     cr_expect(x && x->ok && x->exact == 100, "%s 100x2688 missing or wrong", kernels[k]);

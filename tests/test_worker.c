@@ -423,8 +423,10 @@ Test(worker, a_batch_spread_over_one_to_eight_queues_gives_the_cpu_bits) {
     bml_worker *w = open_worker("0.8");
     unsetenv("BANKML_GPU_QUEUES");
     cr_assert_eq(bml_worker_set_limit(w, 1.0), 0);
+    /* a software device (PoCL, in CI) runs on one queue whatever is asked */
     json_t *j = status(w);
-    cr_expect_eq(field(j, "queues"), atoi(counts[k]));
+    bool software = json_is_true(json_object_get(j, "software"));
+    cr_expect_eq(field(j, "queues"), software ? 1 : atoi(counts[k]));
     json_decref(j);
     for (int rep = 0; rep < 2; rep++) {
       memset(l.m[0].got, 0xff, l.m[0].rows * sizeof(float));
