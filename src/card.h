@@ -79,7 +79,9 @@ typedef struct bml__card {
 
 /* Bytes of new slabs an allocation of rb row-blocks would create (0: it
  * fits in a free range); exact: a slab of just rb, else one that doubles
- * the card's matrix memory (up to 1 GiB and the device's allocation limit). */
+ * the card's matrix memory, of BML_SLAB_MIN_BYTES at least (up to 1 GiB
+ * and the device's allocation limit). */
+#define BML_SLAB_MIN_BYTES ((size_t)64 << 20)
 uint64_t bml__slab_growth(const bml__card *c, size_t rb, bool exact);
 /* Allocates rb row-blocks: *slab and *off (in row-blocks).  Returns 0,
  * BML_ENOMEM or an OpenCL error. */

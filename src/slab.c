@@ -4,8 +4,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* A slab grows the card's matrix memory by what it already holds (so a
- * model's matrices take a few slabs, not one buffer each), up to this. */
+/* A slab grows the card's matrix memory by what it already holds, and by
+ * BML_SLAB_MIN_BYTES at least (so a model's matrices take a few slabs, not
+ * one buffer each: a batched launch per slab), up to this. */
 #define SLAB_MAX_BYTES ((size_t)1 << 30)
 
 /* Row-blocks (16 bytes of bits and a float of d0 each) one slab may hold:
@@ -28,6 +29,7 @@ static size_t total_rb(const bml__card *c) {
 static size_t new_cap(const bml__card *c, size_t rb, bool exact) {
   if (exact) return rb;
   size_t grow = total_rb(c), max = slab_max_rb(c);
+  if (grow < BML_SLAB_MIN_BYTES / 20) grow = BML_SLAB_MIN_BYTES / 20;
   if (grow > max) grow = max;
   return grow > rb ? grow : rb;
 }

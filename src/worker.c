@@ -408,7 +408,9 @@ static int enqueue_groups(bml_worker *w, submission *s) {
   const size_t desc_off = act_bytes, in_bytes = act_bytes + (batched ? nrec * sizeof(bml__desc) : 0);
   int rc = bml__card_buf_reserve(w->card, &w->acts, in_bytes);
   if (rc == 0) rc = bml__card_buf_reserve(w->card, &w->outs, out_rows * sizeof(float));
+  double t_rep = bml__now();
   if (rc == 0) repack_acts(w, s, act_bytes);
+  double t_plan = bml__now();
   size_t launches = 0;
   if (rc == 0 && batched) {
     rc = plan_launches(w, s, nrec, (bml__desc *)((char *)w->acts.host + desc_off), &launches);
@@ -422,8 +424,10 @@ static int enqueue_groups(bml_worker *w, submission *s) {
   q[0] = c->queue;
   for (size_t i = 1; i < nq; i++) q[i] = c->side[i - 1];
   cl_event copied_in = NULL, done[BML_MAX_QUEUES] = {NULL};
+  double t_write = bml__now();
   if (rc == 0) rc = clEnqueueWriteBuffer(c->queue, w->acts.buf, CL_FALSE, 0, in_bytes, w->acts.host, 0, NULL,
                                          nq > 1 ? &copied_in : NULL);
+  double t_launch = bml__now();
   if (rc == 0) rc = clFlush(c->queue);
   for (size_t i = 1; rc == 0 && i < nq; i++) rc = clEnqueueBarrierWithWaitList(q[i], 1, &copied_in, NULL);
   size_t launched = 0;
@@ -433,7 +437,7 @@ static int enqueue_groups(bml_worker *w, submission *s) {
       cl_command_queue on = q[launched++ % nq];
       rc = bml__card_batched_enqueue(c, on, &w->build, run->kind, run->slab, &w->acts,
                                      desc_off + run->first * sizeof(bml__desc), run->count, run->groups, &w->outs);
-      if (rc == 0) rc = clFlush(on);
+      if (rc == 0 && i < nq) rc = clFlush(on); /* each queue's first launch starts the card; the rest follow */
     }
   } else {
     for (size_t i = 0; rc == 0 && i < s->ngroups; i++) {
@@ -447,8 +451,13 @@ static int enqueue_groups(bml_worker *w, submission *s) {
   }
   for (size_t i = 1; rc == 0 && i < nq; i++) rc = clEnqueueMarkerWithWaitList(q[i], 0, NULL, &done[i - 1]);
   if (rc == 0 && nq > 1) rc = clEnqueueBarrierWithWaitList(c->queue, (cl_uint)(nq - 1), done, NULL);
+  double t_read = bml__now();
   if (rc == 0) rc = bml__card_buf_read(c, &w->outs, out_rows * sizeof(float));
   for (size_t i = 0; rc == 0 && i < nq; i++) rc = clFlush(q[i]);
+  if (s->count >= 64) /* a model's token: where the host's time goes */
+    bml__debug(BML_CAT_WORKER, "batch of %zu: repack %.1f us, plan %.1f, copy in %.1f, %zu launches %.1f, copy out %.1f",
+               s->count, (t_plan - t_rep) * 1e6, (t_write - t_plan) * 1e6, (t_launch - t_write) * 1e6, launches,
+               (t_read - t_launch) * 1e6, (bml__now() - t_read) * 1e6);
   if (copied_in) clReleaseEvent(copied_in);
   for (size_t i = 0; i + 1 < nq; i++)
     if (done[i]) clReleaseEvent(done[i]);
