@@ -371,12 +371,17 @@ static int plan_launches(bml_worker *w, const submission *s, size_t nrec, bml__d
   if (rc == 0) rc = reserve((void **)&w->recs, &w->recs_cap, nrec, sizeof *w->recs);
   if (rc == 0) rc = reserve((void **)&w->runs, &w->runs_cap, nrec, sizeof *w->runs);
   if (rc != 0) return rc;
-  size_t n = 0;
+  /* The kernel is chosen by the rows of the whole launch, not of each
+   * product: many small products in one launch fill the card as one big
+   * one does, and q1_0_mat_vec_lr serves more rows per table. */
+  size_t n = 0, rows = 0;
+  for (size_t i = 0; i < s->ngroups; i++) rows += s->groups[i].e ? s->groups[i].e->m.rows : 0;
   for (size_t i = 0; i < s->ngroups; i++) {
     const group *g = &s->groups[i];
     if (!g->e) continue;
-    bml__batched_id kind = kernel_for(w, g->e->m.rows) == BML_KERNEL_MAT_VEC_LR ? BML_BATCHED_LR : BML_BATCHED_L;
-    w->items[n++] = (bml__batch_item){&g->e->m, kind, g->act_off, g->out_off};
+    bml__kernel_id k = w->hooks.kernel < BML_KERNEL_COUNT ? w->hooks.kernel : bml__tune_kernel_for(w->card, rows);
+    w->items[n++] = (bml__batch_item){&g->e->m, k == BML_KERNEL_MAT_VEC_LR ? BML_BATCHED_LR : BML_BATCHED_L,
+                                      g->act_off, g->out_off};
   }
   *nruns = bml__batch_plan(w->card, w->items, n, w->recs, desc, w->runs);
   return 0;
