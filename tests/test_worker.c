@@ -72,6 +72,38 @@ static void unmake(matrix *m) {
   free(m->w), free(m->a), free(m->want), free(m->got);
 }
 
+/* A batch of products with their own weights and activations: product i
+ * has rows + i % spread rows of n. */
+typedef struct {
+  size_t count;
+  matrix m[64];
+  bml_product p[64];
+} batch;
+
+static void make_batch(batch *b, size_t count, size_t rows, size_t spread, size_t n, uint64_t seed,
+                       const char *name) {
+  cr_assert(count <= BML_ARRAY_SIZE(b->m));
+  b->count = count;
+  for (size_t i = 0; i < count; i++) {
+    b->m[i] = make(rows + i % spread, n, seed + i, i % 2);
+    b->p[i] = (bml_product){name, b->m[i].w, b->m[i].rows, b->m[i].n, b->m[i].a, b->m[i].got};
+  }
+}
+
+/* Runs the batch and checks every row of every product. */
+static void expect_batch(bml_worker *w, batch *b) {
+  for (size_t i = 0; i < b->count; i++) memset(b->m[i].got, 0xff, b->m[i].rows * sizeof(float));
+  cr_assert_eq(bml_worker_mat_vec_batch(w, b->p, b->count), 0);
+  for (size_t i = 0; i < b->count; i++) {
+    long r = bml__first_difference(b->m[i].want, b->m[i].got, b->m[i].rows);
+    cr_expect(r < 0, "product %zu: row %ld differs", i, r);
+  }
+}
+
+static void unmake_batch(batch *b) {
+  for (size_t i = 0; i < b->count; i++) unmake(&b->m[i]);
+}
+
 static void expect_exact(bml_worker *w, matrix *m, const char *name) {
   memset(m->got, 0xff, m->rows * sizeof(float));
   int rc = bml_worker_mat_vec(w, name, m->w, m->rows, m->n, m->a, m->got);
@@ -485,23 +517,14 @@ Test(worker, a_batch_of_many_new_matrices_keeps_every_group_valid) {
    * planned first must still point at live entries (ASan watches). */
   bml_worker *w = open_worker("0.5");
   cr_assert_eq(bml_worker_set_limit(w, 1.0), 0);
-  enum { COUNT = 40 };
-  matrix m[COUNT];
-  bml_product p[COUNT];
-  for (int i = 0; i < COUNT; i++) {
-    m[i] = make(16 + (size_t)i, 256, 900 + (uint64_t)i, i % 2);
-    p[i] = (bml_product){"many", m[i].w, m[i].rows, m[i].n, m[i].a, m[i].got};
-  }
-  for (int rep = 0; rep < 2; rep++) {
-    cr_assert_eq(bml_worker_mat_vec_batch(w, p, COUNT), 0);
-    for (int i = 0; i < COUNT; i++)
-      cr_expect(bml__first_difference(m[i].want, m[i].got, m[i].rows) < 0, "product %d differs", i);
-  }
+  static batch b;
+  make_batch(&b, 40, 16, 40, 256, 900, "many");
+  for (int rep = 0; rep < 2; rep++) expect_batch(w, &b);
   json_t *j = status(w);
-  cr_expect_eq(field(j, "products_on_card"), 2 * COUNT);
-  cr_expect_eq(field(j, "matrices"), COUNT);
+  cr_expect_eq(field(j, "products_on_card"), 2 * 40);
+  cr_expect_eq(field(j, "matrices"), 40);
   json_decref(j);
-  for (int i = 0; i < COUNT; i++) unmake(&m[i]);
+  unmake_batch(&b);
   bml_worker_close(w);
 }
 
@@ -528,24 +551,14 @@ Test(worker, a_batch_with_many_results_copies_them_out_on_the_pool_exactly) {
    * the thread count, so the slices cut products at odd rows. */
   bml_worker *w = open_worker("1");
   cr_assert_eq(bml_worker_set_limit(w, 1.0), 0);
-  enum { COUNT = 3 };
-  matrix m[COUNT];
-  bml_product p[COUNT];
-  for (int i = 0; i < COUNT; i++) {
-    m[i] = make(30001, 128, 1200 + (uint64_t)i, i == 1);
-    memset(m[i].got, 0xff, m[i].rows * sizeof(float));
-    p[i] = (bml_product){"tall", m[i].w, m[i].rows, m[i].n, m[i].a, m[i].got};
-  }
+  static batch b;
+  make_batch(&b, 3, 30001, 1, 128, 1200, "tall");
   json_t *before = status(w);
   long long submissions = json_integer_value(json_object_get(json_object_get(before, "seconds"), "submissions"));
   json_decref(before);
-  cr_assert_eq(bml_worker_mat_vec_batch(w, p, COUNT), 0);
-  for (int i = 0; i < COUNT; i++) {
-    long r = bml__first_difference(m[i].want, m[i].got, m[i].rows);
-    cr_expect(r < 0, "product %d: row %ld differs", i, r);
-  }
+  expect_batch(w, &b);
   json_t *j = status(w);
-  cr_expect_eq(field(j, "products_on_card"), COUNT);
+  cr_expect_eq(field(j, "products_on_card"), 3);
   json_t *sec = json_object_get(j, "seconds");
   cr_expect_eq(json_integer_value(json_object_get(sec, "submissions")), submissions + 1);
   static const char *const phases[] = {"enqueue", "cpu", "wait", "copy_out"};
@@ -555,7 +568,7 @@ Test(worker, a_batch_with_many_results_copies_them_out_on_the_pool_exactly) {
   }
   cr_expect(json_real_value(json_object_get(sec, "copy_out")) > 0, "no time spent copying results out");
   json_decref(j);
-  for (int i = 0; i < COUNT; i++) unmake(&m[i]);
+  unmake_batch(&b);
   bml_worker_close(w);
 }
 
@@ -564,22 +577,12 @@ Test(worker, a_batch_with_many_activations_repacks_them_on_the_pool_exactly) {
    * activations from which they are repacked on the pool's threads. */
   bml_worker *w = open_worker("1");
   cr_assert_eq(bml_worker_set_limit(w, 1.0), 0);
-  enum { COUNT = 36 };
-  matrix m[COUNT];
-  bml_product p[COUNT];
-  for (int i = 0; i < COUNT; i++) {
-    m[i] = make(8 + (size_t)(i % 5), 8192, 1300 + (uint64_t)i, i % 2);
-    memset(m[i].got, 0xff, m[i].rows * sizeof(float));
-    p[i] = (bml_product){"wide", m[i].w, m[i].rows, m[i].n, m[i].a, m[i].got};
-  }
-  cr_assert_eq(bml_worker_mat_vec_batch(w, p, COUNT), 0);
-  for (int i = 0; i < COUNT; i++) {
-    long r = bml__first_difference(m[i].want, m[i].got, m[i].rows);
-    cr_expect(r < 0, "product %d: row %ld differs", i, r);
-  }
+  static batch b;
+  make_batch(&b, 36, 8, 5, 8192, 1300, "wide");
+  expect_batch(w, &b);
   json_t *j = status(w);
-  cr_expect_eq(field(j, "products_on_card"), COUNT);
+  cr_expect_eq(field(j, "products_on_card"), 36);
   json_decref(j);
-  for (int i = 0; i < COUNT; i++) unmake(&m[i]);
+  unmake_batch(&b);
   bml_worker_close(w);
 }
