@@ -2,8 +2,9 @@
 #pragma OPENCL FP_CONTRACT OFF
 
 /*
- * Layout (src/kernels.c repacks; every buffer holds `rows` rows of one chunk; blocks come in
- * tiles of eight, the last one padded with zeros that never reach the arithmetic):
+ * Layout (src/kernels.c repacks into a slab of the card's matrix memory; bits and d0 below
+ * start at the chunk's offset in the slab, and hold its `rows` rows; blocks come in tiles of
+ * eight, the last one padded with zeros that never reach the arithmetic):
  *   bits[(t * 8 + l) * rows + r]  a uint4: lane l's bits of the eight blocks of tile t of row r.
  *                               Half-word j (x low, x high, y low, ... w high) is block 8t + j;
  *                               its bits 4k..4k+3 are the lane's four weight bits of sub-block
@@ -13,7 +14,8 @@
  *                               (their 8-bit negations, -(-128) = -128, are made here)
  *   out_base + out_off          the results, one float per row
  * Several activations and results share one buffer each, so a batch of
- * products is one copy in, one launch per product or group, one copy out.
+ * products is one copy in, a launch per slab (the batched kernels) or per
+ * product, one copy out.
  * A work-item per (row, lane) reads one uint4 per tile; adjacent rows are
  * adjacent in memory.
  *
