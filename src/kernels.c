@@ -200,6 +200,11 @@ void bml__card_buf_free(bml__card_buf *b) {
 
 static size_t round_up(size_t v, size_t m) { return (v + m - 1) / m * m; }
 
+/* The table kernels' work-group: 8 work-items per row of a slice, and the
+ * rows one work-group takes (-DBML_LROWS, or -DBML_LRROWS x -DBML_LRRPT). */
+static size_t table_local(const bml__card *c, bool lr) { return 8 * (lr ? c->lrrows : c->lrows); }
+static size_t table_rows(const bml__card *c, bool lr) { return lr ? c->lrrows * c->lrrpt : c->lrows; }
+
 /* Global and local sizes of kernel k over rows; the global size is padded to
  * a multiple of the work-group size (the kernels ignore the padding). */
 static void launch_sizes(const bml__card *c, bml__kernel_id k, size_t wg, size_t rows, size_t *global,
@@ -207,13 +212,10 @@ static void launch_sizes(const bml__card *c, bml__kernel_id k, size_t wg, size_t
   if (k == BML_KERNEL_MAT_VEC8) {
     *local = bml__card_wg8(c); /* as -DBML_WG */
     *global = round_up(rows * 8, *local);
-  } else if (k == BML_KERNEL_MAT_VEC_L) {
-    *local = 8 * c->lrows; /* a group per BML_LROWS rows */
-    *global = (rows + c->lrows - 1) / c->lrows * *local;
-  } else if (k == BML_KERNEL_MAT_VEC_LR) {
-    size_t per = c->lrrows * c->lrrpt; /* a group per BML_LRROWS * BML_LRRPT rows */
-    *local = 8 * c->lrrows;
-    *global = (rows + per - 1) / per * *local;
+  } else if (k == BML_KERNEL_MAT_VEC_L || k == BML_KERNEL_MAT_VEC_LR) {
+    const bool lr = k == BML_KERNEL_MAT_VEC_LR;
+    *local = table_local(c, lr);
+    *global = (rows + table_rows(c, lr) - 1) / table_rows(c, lr) * *local;
   } else {
     *local = wg ? wg : 64;
     if (*local > c->max_work_group) *local = c->max_work_group;
@@ -246,7 +248,7 @@ fail:
 }
 
 size_t bml__card_groups(const bml__card *c, bml__batched_id k, size_t rows) {
-  size_t per = k == BML_BATCHED_LR ? c->lrrows * c->lrrpt : c->lrows;
+  size_t per = table_rows(c, k == BML_BATCHED_LR);
   return (rows + per - 1) / per;
 }
 
@@ -300,7 +302,7 @@ int bml__card_batched_enqueue(bml__card *c, cl_command_queue q, const bml__build
   cl_kernel kern = b->batched[k];
   const bml__slab *s = &c->slabs[slab];
   cl_uint doff = (cl_uint)desc_off, nd = (cl_uint)ndesc;
-  size_t local = 8 * (k == BML_BATCHED_LR ? c->lrrows : c->lrows), global = groups * local;
+  size_t local = table_local(c, k == BML_BATCHED_LR), global = groups * local;
   BML_CL_TRY(BML_CAT_WORKER, rc, clSetKernelArg(kern, 0, sizeof(cl_mem), &s->bits));
   BML_CL_TRY(BML_CAT_WORKER, rc, clSetKernelArg(kern, 1, sizeof(cl_mem), &s->d0));
   BML_CL_TRY(BML_CAT_WORKER, rc, clSetKernelArg(kern, 2, sizeof(cl_mem), &act->buf));

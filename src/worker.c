@@ -376,12 +376,11 @@ static int plan_launches(bml_worker *w, const submission *s, size_t nrec, bml__d
    * one does, and q1_0_mat_vec_lr serves more rows per table. */
   size_t n = 0, rows = 0;
   for (size_t i = 0; i < s->ngroups; i++) rows += s->groups[i].e ? s->groups[i].e->m.rows : 0;
+  const bml__batched_id kind = kernel_for(w, rows) == BML_KERNEL_MAT_VEC_LR ? BML_BATCHED_LR : BML_BATCHED_L;
   for (size_t i = 0; i < s->ngroups; i++) {
     const group *g = &s->groups[i];
     if (!g->e) continue;
-    bml__kernel_id k = w->hooks.kernel < BML_KERNEL_COUNT ? w->hooks.kernel : bml__tune_kernel_for(w->card, rows);
-    w->items[n++] = (bml__batch_item){&g->e->m, k == BML_KERNEL_MAT_VEC_LR ? BML_BATCHED_LR : BML_BATCHED_L,
-                                      g->act_off, g->out_off};
+    w->items[n++] = (bml__batch_item){&g->e->m, kind, g->act_off, g->out_off};
   }
   *nruns = bml__batch_plan(w->card, w->items, n, w->recs, desc, w->runs);
   return 0;
