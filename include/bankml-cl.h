@@ -312,11 +312,13 @@ typedef struct {
 } bml_product;
 
 /* Runs count products as one submission, in order: the card's shares of all
- * of them are enqueued back to back, with one copy of the activations in
- * and one of the results out; products next to each other that share one
- * activation (the same act pointer and n: Q, K and V; gate and up) are one
- * group, computed by one launch over their concatenated card rows; the CPU
- * pool computes the other rows meanwhile; there is one wait.  The bits are
+ * of them are enqueued back to back (batched launches: one per slab of the
+ * card's matrix memory), the activations copied in as the launches need
+ * them and each launch's results read back and copied out while the card
+ * computes the next; products next to each other that share one activation
+ * (the same act pointer and n: Q, K and V; gate and up) are one group,
+ * computed over their concatenated card rows; the CPU pool computes the
+ * other rows meanwhile.  The bits are
  * those of count calls of bml_worker_mat_vec.  A batch uses the share (and
  * the per-shape decisions made by single products); its products are not
  * calibration timings.  Returns 0 or what bml_worker_mat_vec returns for

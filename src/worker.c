@@ -46,6 +46,20 @@ typedef struct {
   size_t out_off;      /* float offset of its results in w->outs */
 } group;
 
+/* Where the card's results land: rows [row0, row0 + rows) of a group's
+ * card rows (its products' card rows, concatenated) at float `at` of the
+ * results' buffer. */
+typedef struct {
+  size_t group, row0, rows, at;
+} piece;
+
+/* One read of results back to the host: pieces [first, first + count),
+ * which are floats [at, at + len) of the results' buffer, and its event. */
+typedef struct {
+  size_t first, count, at, len;
+  cl_event done;
+} readback;
+
 /* The submission in flight between begin and finish. */
 typedef struct {
   bool active;
@@ -54,6 +68,10 @@ typedef struct {
   size_t *card_rows; /* per product */
   group *groups;
   size_t ngroups;
+  piece *pieces;     /* the card's results, in the order of the results' buffer */
+  size_t npieces;
+  readback *reads;   /* in the order they complete on the card, more or less */
+  size_t nreads;
   bool on_card;      /* something was enqueued */
   bml__shape *shape; /* a single product's shape, for its calibration */
   bool timed;
@@ -67,6 +85,7 @@ typedef struct {
 /* Where a submission's time went, summed over submissions (seconds). */
 typedef struct {
   uint64_t submissions;
+  uint64_t launches; /* kernel launches on the card (a batched one computes many products) */
   double enqueue; /* planning, repacking activations, the copy in, the launches, the copy out */
   double cpu;     /* the CPU's rows */
   double wait;    /* waiting for the card once the CPU was done */
@@ -95,6 +114,9 @@ struct bml_worker {
   bml__batch_rec *recs;
   bml__batch_run *runs;
   size_t items_cap, recs_cap, runs_cap;
+  piece *pieces, *piece_src; /* a batch's results: where they land, and in the records' first order */
+  readback *reads;
+  size_t pieces_cap, piece_src_cap, reads_cap;
   submission cur;
   counters count;
   timings time;
@@ -341,16 +363,17 @@ static bml__kernel_id kernel_for(const bml_worker *w, size_t rows) {
   return w->hooks.kernel < BML_KERNEL_COUNT ? w->hooks.kernel : bml__tune_kernel_for(w->card, rows);
 }
 
-/* The activations of the card's groups into the staging, spread over the
- * pool's threads when there are many (a model's token has a megabyte). */
+/* The activations of groups [first, last) into the staging, spread over
+ * the pool's threads when there are many (a model's token has a megabyte). */
 typedef struct {
   bml_worker *w;
   const submission *s;
+  size_t first, last;
 } repack_job;
 
 static void repack_part(void *ctx, int tid, int nthreads) {
   const repack_job *j = ctx;
-  for (size_t i = (size_t)tid; i < j->s->ngroups; i += (size_t)nthreads) {
+  for (size_t i = j->first + (size_t)tid; i < j->last; i += (size_t)nthreads) {
     const group *g = &j->s->groups[i];
     if (g->e) bml__card_act_repack(j->s->p[g->first].act, g->e->n, (char *)j->w->acts.host + g->act_off);
   }
@@ -358,66 +381,183 @@ static void repack_part(void *ctx, int tid, int nthreads) {
 
 #define REPACK_PARALLEL_BYTES (256 * 1024) /* below this, one thread repacks */
 
-static void repack_acts(bml_worker *w, const submission *s, size_t act_bytes) {
-  repack_job j = {w, s};
-  if (act_bytes >= REPACK_PARALLEL_BYTES && bml_pool_threads(w->pool) > 1) bml__pool_run(w->pool, repack_part, &j);
+static void repack_acts(bml_worker *w, const submission *s, size_t first, size_t last, size_t bytes) {
+  repack_job j = {w, s, first, last};
+  if (bytes >= REPACK_PARALLEL_BYTES && bml_pool_threads(w->pool) > 1) bml__pool_run(w->pool, repack_part, &j);
   else repack_part(&j, 0, 1);
 }
 
 /* The plan of the batched launches: a record per chunk of the card's
- * groups, in the activations' buffer after the activations. */
-static int plan_launches(bml_worker *w, const submission *s, size_t nrec, bml__desc *desc, size_t *nruns) {
+ * groups, at the start of the activations' buffer.  The results
+ * are laid out in the launches' order, so each launch's results are one
+ * range of the results' buffer, read back as soon as the launch is done. */
+static int plan_launches(bml_worker *w, submission *s, size_t nrec, bml__desc *desc, size_t *nruns) {
   int rc = reserve((void **)&w->items, &w->items_cap, s->ngroups, sizeof *w->items);
   if (rc == 0) rc = reserve((void **)&w->recs, &w->recs_cap, nrec, sizeof *w->recs);
   if (rc == 0) rc = reserve((void **)&w->runs, &w->runs_cap, nrec, sizeof *w->runs);
+  if (rc == 0) rc = reserve((void **)&w->pieces, &w->pieces_cap, nrec, sizeof *w->pieces);
+  if (rc == 0) rc = reserve((void **)&w->piece_src, &w->piece_src_cap, nrec, sizeof *w->piece_src);
+  if (rc == 0) rc = reserve((void **)&w->reads, &w->reads_cap, nrec, sizeof *w->reads);
   if (rc != 0) return rc;
   /* The kernel is chosen by the rows of the whole launch, not of each
    * product: many small products in one launch fill the card as one big
    * one does, and q1_0_mat_vec_lr serves more rows per table. */
-  size_t n = 0, rows = 0;
+  size_t n = 0, rows = 0, k = 0;
   for (size_t i = 0; i < s->ngroups; i++) rows += s->groups[i].e ? s->groups[i].e->m.rows : 0;
   const bml__batched_id kind = kernel_for(w, rows) == BML_KERNEL_MAT_VEC_LR ? BML_BATCHED_LR : BML_BATCHED_L;
   for (size_t i = 0; i < s->ngroups; i++) {
     const group *g = &s->groups[i];
     if (!g->e) continue;
-    w->items[n++] = (bml__batch_item){&g->e->m, kind, g->act_off, g->out_off};
+    w->items[n++] = (bml__batch_item){&g->e->m, kind, g->act_off, 0};
+    for (size_t c = 0; c < g->e->m.nchunks; c++) /* the records' first order: groups, then chunks */
+      w->piece_src[k++] = (piece){i, g->e->m.chunks[c].row0, g->e->m.chunks[c].rows, 0};
   }
   *nruns = bml__batch_plan(w->card, w->items, n, w->recs, desc, w->runs);
+  size_t at = 0;
+  for (size_t i = 0; i < nrec; i++) {
+    piece *pc = &w->pieces[i];
+    *pc = w->piece_src[w->recs[i].order];
+    pc->at = at;
+    desc[i].out_off = (uint32_t)at;
+    at += pc->rows;
+  }
+  s->pieces = w->pieces, s->npieces = nrec;
   return 0;
 }
 
+/* Enqueues the read of rb's results on queue q, non-blocking, with an event. */
+static int read_back(bml_worker *w, cl_command_queue q, readback *rb) {
+  return clEnqueueReadBuffer(q, w->outs.buf, CL_FALSE, rb->at * sizeof(float), rb->len * sizeof(float),
+                             (float *)w->outs.host + rb->at, 0, NULL, &rb->done);
+}
+
+static void release_reads(submission *s) {
+  for (size_t i = 0; i < s->nreads; i++) clReleaseEvent(s->reads[i].done);
+  s->nreads = 0;
+}
+
+/* A launch per group, for the kernels that have no batched form (a test's
+ * choice), and one read of every result after them. */
+static int launch_each(bml_worker *w, submission *s, cl_command_queue *q, size_t nq, size_t out_rows) {
+  bml__card *c = w->card;
+  int rc = reserve((void **)&w->pieces, &w->pieces_cap, s->ngroups, sizeof *w->pieces);
+  if (rc == 0) rc = reserve((void **)&w->reads, &w->reads_cap, 1, sizeof *w->reads);
+  s->pieces = w->pieces, s->npieces = 0;
+  size_t launched = 0;
+  for (size_t i = 0; rc == 0 && i < s->ngroups; i++) {
+    const group *g = &s->groups[i];
+    if (!g->e) continue;
+    s->pieces[s->npieces++] = (piece){i, 0, g->e->m.rows, g->out_off};
+    cl_command_queue on = q[launched % nq];
+    rc = bml__card_mat_vec_enqueue_on(c, on, &w->build, kernel_for(w, g->e->m.rows), 0, &g->e->m, &w->acts,
+                                      g->act_off, &w->outs, g->out_off);
+    if (rc == 0 && ++launched % 8 == 0) rc = clFlush(on);
+  }
+  /* the read, on the main queue, waits for the side queues' launches */
+  cl_event done[BML_MAX_QUEUES] = {NULL};
+  for (size_t i = 1; rc == 0 && i < nq; i++) rc = clEnqueueMarkerWithWaitList(q[i], 0, NULL, &done[i - 1]);
+  if (rc == 0 && nq > 1) rc = clEnqueueBarrierWithWaitList(c->queue, (cl_uint)(nq - 1), done, NULL);
+  for (size_t i = 0; i + 1 < nq; i++)
+    if (done[i]) clReleaseEvent(done[i]);
+  s->reads = w->reads;
+  if (rc == 0) {
+    readback *rb = &s->reads[0];
+    *rb = (readback){0, s->npieces, 0, out_rows, NULL};
+    rc = read_back(w, c->queue, rb);
+    if (rc == 0) s->nreads = 1;
+  }
+  return rc;
+}
+
+/* The batched launches, each one's results read back right after it on its
+ * queue.  The activations go in by prefixes: a launch needs the groups up
+ * to its last record's activation (the first slabs hold the first
+ * matrices, so the first launch needs few), and those are repacked and
+ * copied in just before it, so the card starts early and the host repacks
+ * the rest while it computes.  The records lie before the activations and
+ * go in with the first prefix; a side queue waits for the copy it needs. */
+static int launch_batched(bml_worker *w, submission *s, cl_command_queue *q, size_t nq, size_t launches) {
+  bml__card *c = w->card;
+  const bml__desc *desc = w->acts.host;
+  char *host = w->acts.host;
+  cl_event in = NULL;                      /* the latest copy in (with side queues) */
+  size_t copied = 0, next = 0;             /* bytes copied in; the first group not yet repacked */
+  size_t waited[BML_MAX_QUEUES] = {0};     /* bytes of the copy in each queue has waited for */
+  int rc = 0;
+  s->reads = w->reads;
+  for (size_t i = 0; rc == 0 && i < launches; i++) {
+    const bml__batch_run *run = &w->runs[i];
+    size_t need = copied;
+    for (size_t k = run->first; k < run->first + run->count; k++) {
+      size_t end = desc[k].act_off + bml__card_act_bytes((size_t)desc[k].nb * BML_Q1_0_BLOCK);
+      if (end > need) need = end;
+    }
+    if (need > copied) {
+      size_t last = next;
+      while (last < s->ngroups && (!s->groups[last].e || s->groups[last].act_off < need)) last++;
+      repack_acts(w, s, next, last, need - copied);
+      next = last;
+      if (in) clReleaseEvent(in), in = NULL;
+      rc = clEnqueueWriteBuffer(c->queue, w->acts.buf, CL_FALSE, copied, need - copied, host + copied, 0, NULL,
+                                nq > 1 ? &in : NULL);
+      if (rc == 0 && i < nq) rc = clFlush(c->queue);
+      copied = need;
+    }
+    const size_t qi = i % nq;
+    if (rc == 0 && qi != 0 && waited[qi] < copied) {
+      rc = clEnqueueBarrierWithWaitList(q[qi], 1, &in, NULL);
+      waited[qi] = copied;
+    }
+    if (rc == 0)
+      rc = bml__card_batched_enqueue(c, q[qi], &w->build, run->kind, run->slab, &w->acts,
+                                     run->first * sizeof(bml__desc), run->count, run->groups, &w->outs);
+    readback *rb = &s->reads[i];
+    *rb = (readback){run->first, run->count, s->pieces[run->first].at, 0, NULL};
+    for (size_t k = run->first; k < run->first + run->count; k++) rb->len += s->pieces[k].rows;
+    if (rc == 0) rc = read_back(w, q[qi], rb);
+    if (rc == 0) s->nreads++;
+    if (rc == 0 && i < nq) rc = clFlush(q[qi]); /* each queue's first launch starts the card; the rest follow */
+  }
+  if (in) clReleaseEvent(in);
+  return rc;
+}
+
 /* The card's part of a submission: the activations (and the records of the
- * batched launches) in with one copy, the launches, the results out with
- * one copy.  The table kernels run batched: one launch per slab and kernel
- * computes every product of the batch there (a launch costs the host some
- * microseconds, and a model's token has hundreds of products).  The
- * launches are spread over the card's queues, which may run them side by
- * side; the side queues wait for the copy in, and the copy out, on the main
- * queue, waits for every launch.  Flushed as it goes, so the card starts
- * while the host enqueues the rest. */
+ * batched launches) in, the launches, and the results read back.  The
+ * table kernels run batched: one launch per slab and kernel computes every
+ * product of the batch there (a launch costs the host some microseconds,
+ * and a model's token has hundreds of products).  The launches are spread
+ * over the card's queues, which may run them side by side.  Flushed as it
+ * goes, so the card starts while the host enqueues the rest, and the host
+ * copies a launch's results out while the card computes the next ones
+ * (complete). */
 static int enqueue_groups(bml_worker *w, submission *s) {
+  /* a test forcing q1_0_mat_vec or q1_0_mat_vec8 gets a launch per group */
+  const bool batched = w->hooks.kernel >= BML_KERNEL_MAT_VEC_L;
   size_t act_bytes = 0, out_rows = 0, nrec = 0;
   for (size_t i = 0; i < s->ngroups; i++) {
-    group *g = &s->groups[i];
-    if (!g->e) continue;
-    g->act_off = act_bytes, g->out_off = out_rows;
-    act_bytes += bml__card_act_bytes(g->e->n);
-    out_rows += g->e->m.rows;
-    nrec += g->e->m.nchunks;
+    const group *g = &s->groups[i];
+    if (g->e) act_bytes += bml__card_act_bytes(g->e->n), out_rows += g->e->m.rows, nrec += g->e->m.nchunks;
   }
   if (act_bytes == 0) return 0;
   if (w->hooks.fail_enqueues > 0) return w->hooks.fail_enqueues--, CL_OUT_OF_RESOURCES;
-  /* a test forcing q1_0_mat_vec or q1_0_mat_vec8 gets a launch per group */
-  const bool batched = w->hooks.kernel >= BML_KERNEL_MAT_VEC_L;
-  const size_t desc_off = act_bytes, in_bytes = act_bytes + (batched ? nrec * sizeof(bml__desc) : 0);
+  /* the records first (a multiple of 64 bytes), then the activations */
+  const size_t head = batched ? nrec * sizeof(bml__desc) : 0, in_bytes = head + act_bytes;
+  size_t at = head;
+  out_rows = 0;
+  for (size_t i = 0; i < s->ngroups; i++) {
+    group *g = &s->groups[i];
+    if (!g->e) continue;
+    g->act_off = at, g->out_off = out_rows;
+    at += bml__card_act_bytes(g->e->n);
+    out_rows += g->e->m.rows;
+  }
   int rc = bml__card_buf_reserve(w->card, &w->acts, in_bytes);
   if (rc == 0) rc = bml__card_buf_reserve(w->card, &w->outs, out_rows * sizeof(float));
-  double t_rep = bml__now();
-  if (rc == 0) repack_acts(w, s, act_bytes);
   double t_plan = bml__now();
   size_t launches = 0;
   if (rc == 0 && batched) {
-    rc = plan_launches(w, s, nrec, (bml__desc *)((char *)w->acts.host + desc_off), &launches);
+    rc = plan_launches(w, s, nrec, w->acts.host, &launches);
   } else {
     for (size_t i = 0; i < s->ngroups; i++) launches += s->groups[i].e != NULL;
   }
@@ -427,51 +567,32 @@ static int enqueue_groups(bml_worker *w, submission *s) {
   cl_command_queue q[BML_MAX_QUEUES];
   q[0] = c->queue;
   for (size_t i = 1; i < nq; i++) q[i] = c->side[i - 1];
-  cl_event copied_in = NULL, done[BML_MAX_QUEUES] = {NULL};
-  double t_write = bml__now();
-  if (rc == 0) rc = clEnqueueWriteBuffer(c->queue, w->acts.buf, CL_FALSE, 0, in_bytes, w->acts.host, 0, NULL,
-                                         nq > 1 ? &copied_in : NULL);
   double t_launch = bml__now();
-  if (rc == 0) rc = clFlush(c->queue);
-  for (size_t i = 1; rc == 0 && i < nq; i++) rc = clEnqueueBarrierWithWaitList(q[i], 1, &copied_in, NULL);
-  size_t launched = 0;
-  if (batched) {
-    for (size_t i = 0; rc == 0 && i < launches; i++) {
-      const bml__batch_run *run = &w->runs[i];
-      cl_command_queue on = q[launched++ % nq];
-      rc = bml__card_batched_enqueue(c, on, &w->build, run->kind, run->slab, &w->acts,
-                                     desc_off + run->first * sizeof(bml__desc), run->count, run->groups, &w->outs);
-      if (rc == 0 && i < nq) rc = clFlush(on); /* each queue's first launch starts the card; the rest follow */
-    }
-  } else {
-    for (size_t i = 0; rc == 0 && i < s->ngroups; i++) {
-      const group *g = &s->groups[i];
-      if (!g->e) continue;
-      cl_command_queue on = q[launched % nq];
-      rc = bml__card_mat_vec_enqueue_on(c, on, &w->build, kernel_for(w, g->e->m.rows), 0, &g->e->m, &w->acts,
-                                        g->act_off, &w->outs, g->out_off);
-      if (rc == 0 && ++launched % 8 == 0) rc = clFlush(on);
-    }
+  if (rc == 0 && batched) {
+    rc = launch_batched(w, s, q, nq, launches);
+  } else if (rc == 0) {
+    repack_acts(w, s, 0, s->ngroups, act_bytes);
+    cl_event copied_in = NULL;
+    rc = clEnqueueWriteBuffer(c->queue, w->acts.buf, CL_FALSE, 0, in_bytes, w->acts.host, 0, NULL,
+                              nq > 1 ? &copied_in : NULL);
+    for (size_t i = 1; rc == 0 && i < nq; i++) rc = clEnqueueBarrierWithWaitList(q[i], 1, &copied_in, NULL);
+    if (copied_in) clReleaseEvent(copied_in);
+    if (rc == 0) rc = launch_each(w, s, q, nq, out_rows);
   }
-  for (size_t i = 1; rc == 0 && i < nq; i++) rc = clEnqueueMarkerWithWaitList(q[i], 0, NULL, &done[i - 1]);
-  if (rc == 0 && nq > 1) rc = clEnqueueBarrierWithWaitList(c->queue, (cl_uint)(nq - 1), done, NULL);
-  double t_read = bml__now();
-  if (rc == 0) rc = bml__card_buf_read(c, &w->outs, out_rows * sizeof(float));
+  double t_end = bml__now();
   for (size_t i = 0; rc == 0 && i < nq; i++) rc = clFlush(q[i]);
   if (s->count >= 64) /* a model's token: where the host's time goes */
-    bml__debug(BML_CAT_WORKER, "batch of %zu: repack %.1f us, plan %.1f, copy in %.1f, %zu launches %.1f, copy out %.1f",
-               s->count, (t_plan - t_rep) * 1e6, (t_write - t_plan) * 1e6, (t_launch - t_write) * 1e6, launches,
-               (t_read - t_launch) * 1e6, (bml__now() - t_read) * 1e6);
-  if (copied_in) clReleaseEvent(copied_in);
-  for (size_t i = 0; i + 1 < nq; i++)
-    if (done[i]) clReleaseEvent(done[i]);
+    bml__debug(BML_CAT_WORKER, "batch of %zu: plan %.1f us, %zu launches with their copies in and reads %.1f us",
+               s->count, (t_launch - t_plan) * 1e6, launches, (t_end - t_launch) * 1e6);
   s->on_card = true;
+  if (rc == 0) w->time.launches += launches;
   return rc;
 }
 
 /* The card failed: every card row of the submission goes to the CPU. */
 static void all_to_cpu(bml_worker *w, submission *s, int err) {
   if (s->on_card) bml__card_finish(w->card);
+  release_reads(s);
   card_error(w, err);
   size_t n = 0;
   for (size_t i = 0; i < s->ngroups; i++)
@@ -495,72 +616,87 @@ static int start(bml_worker *w, submission *s) {
   return 0;
 }
 
-/* The card's results into the products' outputs: one copy per product,
- * spread over the pool's threads when there is much to copy (a model's
- * token brings back megabytes of results). */
+/* A read's results into the products' outputs: one copy per product and
+ * piece, spread over the pool's threads when there is much to copy (a
+ * model's token brings back megabytes of results). */
 typedef struct {
-  bml_worker *w;
+  const bml_worker *w;
   const submission *s;
-  size_t total; /* floats */
+  const readback *rb;
 } copy_out;
 
-/* Copies floats [lo, hi) of the submission's card results, in product order. */
-static void copy_range(const copy_out *c, size_t lo, size_t hi) {
-  size_t at = 0;
-  for (size_t gi = 0; gi < c->s->ngroups && at < hi; gi++) {
-    const group *g = &c->s->groups[gi];
-    if (!g->e) continue;
-    const float *src = (const float *)c->w->outs.host + g->out_off;
-    for (size_t i = g->first; i < g->first + g->count && at < hi; i++) {
-      size_t rows = c->s->card_rows[i], a = at > lo ? at : lo, b = at + rows < hi ? at + rows : hi;
-      if (a < b) memcpy(c->s->p[i].out + (a - at), src + (a - at), (b - a) * sizeof *src);
-      src += rows;
-      at += rows;
-    }
+/* Rows [a, b) of piece pc into the outputs of the products they belong to. */
+static void copy_piece(const copy_out *c, const piece *pc, size_t a, size_t b) {
+  const group *g = &c->s->groups[pc->group];
+  const float *src = (const float *)c->w->outs.host + pc->at;
+  const size_t lo = pc->row0 + a, hi = pc->row0 + b; /* in the group's card rows */
+  size_t at = 0;                                      /* the group row of product i's first card row */
+  for (size_t i = g->first; i < g->first + g->count && at < hi; i++) {
+    const size_t rows = c->s->card_rows[i], x = at > lo ? at : lo, y = at + rows < hi ? at + rows : hi;
+    if (x < y) memcpy(c->s->p[i].out + (x - at), src + (x - pc->row0), (y - x) * sizeof *src);
+    at += rows;
+  }
+}
+
+/* Floats [lo, hi) of the read (its pieces lie back to back). */
+static void copy_slice(const copy_out *c, size_t lo, size_t hi) {
+  for (size_t k = c->rb->first; k < c->rb->first + c->rb->count; k++) {
+    const piece *pc = &c->s->pieces[k];
+    const size_t off = pc->at - c->rb->at;
+    if (hi <= off) break;
+    const size_t a = lo > off ? lo - off : 0, b = hi - off < pc->rows ? hi - off : pc->rows;
+    if (a < b) copy_piece(c, pc, a, b);
   }
 }
 
 static void copy_job(void *ctx, int tid, int nthreads) {
   const copy_out *c = ctx;
-  size_t per = (c->total + (size_t)nthreads - 1) / (size_t)nthreads;
-  size_t lo = per * (size_t)tid, hi = lo + per < c->total ? lo + per : c->total;
-  if (lo < hi) copy_range(c, lo, hi);
+  size_t per = (c->rb->len + (size_t)nthreads - 1) / (size_t)nthreads;
+  size_t lo = per * (size_t)tid, hi = lo + per < c->rb->len ? lo + per : c->rb->len;
+  if (lo < hi) copy_slice(c, lo, hi);
 }
 
 #define COPY_PARALLEL_FLOATS (64 * 1024) /* below this, one thread copies */
 
-static void scatter(bml_worker *w, const submission *s) {
-  copy_out c = {w, s, 0};
-  for (size_t i = 0; i < s->ngroups; i++)
-    if (s->groups[i].e)
-      for (size_t k = s->groups[i].first; k < s->groups[i].first + s->groups[i].count; k++) c.total += s->card_rows[k];
-  if (c.total >= COPY_PARALLEL_FLOATS && bml_pool_threads(w->pool) > 1) bml__pool_run(w->pool, copy_job, &c);
-  else copy_range(&c, 0, c.total);
+static void scatter(bml_worker *w, const submission *s, const readback *rb) {
+  copy_out c = {w, s, rb};
+  if (rb->len >= COPY_PARALLEL_FLOATS && bml_pool_threads(w->pool) > 1) bml__pool_run(w->pool, copy_job, &c);
+  else copy_slice(&c, 0, rb->len);
 }
 
-/* Waits for the card and completes every product; on a card error its rows
- * are computed on the pool (out stays complete and exact). */
+/* Waits for the card's reads, in order, copying each one's results out as
+ * it arrives (while the card computes later launches), and completes every
+ * product; on a card error its rows are computed on the pool (out stays
+ * complete and exact). */
 static int complete(bml_worker *w, submission *s) {
   int rc = 0;
   if (s->on_card) {
-    double t0 = bml__now();
-    /* the main queue's copy out waits for the side queues' launches (a
-     * finish on an idle queue still costs microseconds) */
-    int err = clFinish(w->card->queue);
-    double t1 = bml__now();
-    w->time.wait += t1 - t0;
-    bml__limiter_dispatched(&w->limiter, s->dispatch_time, t1);
+    int err = CL_SUCCESS;
+    double waited = 0, copied = 0, t = bml__now();
+    for (size_t r = 0; err == CL_SUCCESS && r < s->nreads; r++) {
+      double t0 = bml__now();
+      err = clWaitForEvents(1, &s->reads[r].done);
+      t = bml__now();
+      waited += t - t0;
+      if (err == CL_SUCCESS) {
+        scatter(w, s, &s->reads[r]);
+        copied += bml__now() - t;
+      }
+    }
+    w->time.wait += waited;
+    w->time.copy += copied;
+    bml__limiter_dispatched(&w->limiter, s->dispatch_time, t);
+    release_reads(s);
     size_t on_card = 0;
     for (size_t i = 0; i < s->ngroups; i++) on_card += s->groups[i].e ? s->groups[i].count : 0;
     if (err != CL_SUCCESS) {
+      bml__card_finish(w->card); /* nothing of the card's still running */
       size_t *rows = s->card_rows;
       for (size_t i = 0; rc == 0 && i < s->count; i++)
         if (rows[i]) rc = bml_pool_q1_0_mat_vec(w->pool, s->p[i].wts, rows[i], s->p[i].n, s->p[i].act, s->p[i].out);
-      s->on_card = true; /* the queue is drained already */
+      s->on_card = false; /* the queues are drained already */
       all_to_cpu(w, s, err);
     } else {
-      scatter(w, s);
-      w->time.copy += bml__now() - t1;
       w->count.on_card += on_card;
       w->errors_in_row = 0;
     }
@@ -841,8 +977,8 @@ static size_t heap_bytes(const bml_worker *w) {
   size_t b = sizeof *w + w->cap * sizeof *w->entries + w->shapes_cap * sizeof *w->shapes +
              w->card_rows_cap * sizeof *w->card_rows + w->groups_cap * sizeof *w->groups +
              w->items_cap * sizeof *w->items + w->recs_cap * sizeof *w->recs + w->runs_cap * sizeof *w->runs +
-             w->acts.size +
-             w->outs.size;
+             w->pieces_cap * sizeof *w->pieces + w->piece_src_cap * sizeof *w->piece_src +
+             w->reads_cap * sizeof *w->reads + w->acts.size + w->outs.size;
   for (size_t i = 0; i < w->nentries; i++) {
     const entry *e = w->entries[i];
     b += sizeof *e + e->nmembers * (sizeof *e->members + sizeof *e->held);
@@ -867,7 +1003,7 @@ static json_t *status_json(const bml_worker *w) {
   }
   if (w->share_fixed) on_card = (json_int_t)w->nshapes, tuning = 0, on_cpu = 0;
   return json_pack(
-      "{s:s, s:I, s:f, s:f, s:b, s:I, s:I, s:I, s:b, s:b, s:b, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:s, "
+      "{s:s, s:I, s:f, s:f, s:b, s:I, s:I, s:I, s:b, s:b, s:b, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:s, "
       "s:b, s:I, s:{s:I, s:f, s:f, s:f, s:f}}",
       "card", w->card->name, "device", (json_int_t)w->device, "limit", w->limiter.limit, "share", w->share,
       "share_fixed", w->share_fixed, "allocated_bytes", (json_int_t)(w->limiter.allocated + w->acts.size + w->outs.size),
@@ -878,7 +1014,7 @@ static json_t *status_json(const bml_worker *w) {
       "products_on_cpu_error", (json_int_t)w->count.on_cpu_error, "products_on_cpu_decided",
       (json_int_t)w->count.on_cpu_decided, "products_on_cpu_share", (json_int_t)w->count.on_cpu_share,
       "shapes_on_card", on_card, "shapes_on_cpu", on_cpu, "shapes_tuning",
-      tuning, "matrices", (json_int_t)w->nentries, "fma", w->build.emulated_fma ? "emulated" : "native", "software",
+      tuning, "matrices", (json_int_t)w->nentries, "launches", (json_int_t)w->time.launches, "fma", w->build.emulated_fma ? "emulated" : "native", "software",
       w->devices->dev[w->device].software != NULL, "queues",
       (json_int_t)(w->card->nside + 1), "seconds",
       "submissions", (json_int_t)w->time.submissions, "enqueue", w->time.enqueue, "cpu", w->time.cpu, "wait",
@@ -931,6 +1067,9 @@ void bml_worker_close(bml_worker *w) {
   free(w->items);
   free(w->recs);
   free(w->runs);
+  free(w->pieces);
+  free(w->piece_src);
+  free(w->reads);
   bml__build_release(&w->build);
   bml__card_close(w->card);
   bml_devices_free(w->devices);

@@ -586,3 +586,34 @@ Test(worker, a_batch_with_many_activations_repacks_them_on_the_pool_exactly) {
   unmake_batch(&b);
   bml_worker_close(w);
 }
+
+Test(worker, a_batch_over_many_slabs_copies_in_by_prefixes_and_reads_back_each_launch_exactly) {
+  /* A card too small for a slab that doubles its matrix memory gets one
+   * slab per matrix: three layers' 15 matrices are 15 batched launches,
+   * each copying in the activations it needs first and reading its
+   * results back on its own. */
+  bml_worker *w = open_worker("1");
+  cr_assert_eq(bml_worker_set_limit(w, 1.0), 0);
+  bml__worker_set_card_mem(w, 32 << 20); /* under the 64 MiB of a doubling slab */
+  static layer l[3];
+  bml_product p[24];
+  for (int i = 0; i < 3; i++) {
+    make_layer(&l[i], 256 + 128 * i, 60 + (uint64_t)i);
+    memcpy(p + 8 * i, l[i].p, sizeof l[i].p);
+  }
+  json_t *before = status(w);
+  long long launches0 = field(before, "launches");
+  json_decref(before);
+  for (int rep = 0; rep < 2; rep++) {
+    cr_assert_eq(bml_worker_mat_vec_batch(w, p, 24), 0);
+    for (int i = 0; i < 3; i++) expect_layer(&l[i]);
+  }
+  json_t *j = status(w);
+  cr_expect_eq(field(j, "products_on_card"), 48);
+  cr_expect_eq(field(j, "matrices"), 15);
+  long long per = (field(j, "launches") - launches0) / 2;
+  cr_expect_eq(per, 15, "one batched launch per slab: %lld launches per batch, not 15", per);
+  json_decref(j);
+  for (int i = 0; i < 3; i++) unmake_layer(&l[i]);
+  bml_worker_close(w);
+}
