@@ -230,10 +230,16 @@ typedef struct {
   bml__desc d;
 } bml__batch_rec;
 
+/* A launch of a batch is cut after the record that takes the weights it
+ * reads to this many bytes (about 0.1 ms of a big card's time): each
+ * launch's results are read back as soon as it finishes, so the reads of
+ * a long batch overlap the launches after them. */
+#define BML_RUN_BYTES ((size_t)256 << 20)
+
 /* Records a batch of items takes: a record per chunk. */
 size_t bml__batch_records(const bml__batch_item *items, size_t n);
 /* Plans the items: their records, sorted so that each (slab, kernel) run is
- * one launch and numbered within it, into desc; the launches into runs
+ * one launch (cut every BML_RUN_BYTES of weights) and numbered within it, into desc; the launches into runs
  * (each room for bml__batch_records records; scratch as well).  Returns the
  * number of runs.  Cannot fail. */
 size_t bml__batch_plan(const bml__card *c, const bml__batch_item *items, size_t n, bml__batch_rec *scratch,

@@ -282,10 +282,13 @@ size_t bml__batch_plan(const bml__card *c, const bml__batch_item *items, size_t 
     }
   }
   qsort(scratch, nrec, sizeof *scratch, rec_cmp);
-  size_t nruns = 0;
+  size_t nruns = 0, bytes = 0;
   for (size_t i = 0; i < nrec; i++) {
-    if (i == 0 || !same_run(&scratch[i - 1], &scratch[i]))
+    if (i == 0 || !same_run(&scratch[i - 1], &scratch[i]) || bytes >= BML_RUN_BYTES) {
       runs[nruns++] = (bml__batch_run){scratch[i].slab, i, 0, 0, scratch[i].kind};
+      bytes = 0;
+    }
+    bytes += bml__card_matrix_bytes(scratch[i].d.rows, (size_t)scratch[i].d.nb * BML_Q1_0_BLOCK);
     bml__batch_run *run = &runs[nruns - 1];
     scratch[i].d.first_group = (uint32_t)run->groups;
     run->groups += scratch[i].groups;

@@ -342,3 +342,39 @@ Test(oracle, slabs_reuse_freed_ranges_merge_them_and_release_empty_slabs) {
   bml__card_close(c);
   bml_devices_free(l);
 }
+
+Test(oracle, a_batch_plan_is_a_launch_per_slab_and_kernel_cut_every_run_bytes) {
+  /* Planning needs no device: a card's table shapes and matrices' chunks. */
+  bml__card c = {.lrows = 32, .lrrows = 32, .lrrpt = 4};
+  /* big: 65536 x 8192 in slab 1 (84 MB); small: 1000 x 256 in slab 0 */
+  bml__card_chunk big_ch = {0, 65536, 1, 0, 65536 * 64}, small_ch = {0, 1000, 0, 0, 1000 * 2};
+  bml__card_matrix big = {65536, 8192, 1, &big_ch, 0}, small = {1000, 256, 1, &small_ch, 0};
+  const size_t big_bytes = bml__card_matrix_bytes(65536, 8192);
+  cr_assert(3 * big_bytes < BML_RUN_BYTES && 4 * big_bytes >= BML_RUN_BYTES, "the test's sizes assume 256 MiB");
+  bml__batch_item items[7];
+  for (size_t i = 0; i < 7; i++) /* big, small, big, big, small, big, big */
+    items[i] = (bml__batch_item){i == 1 || i == 4 ? &small : &big, BML_BATCHED_LR, 100 * i, 0};
+  bml__batch_rec scratch[7];
+  bml__desc desc[7];
+  bml__batch_run runs[7];
+  cr_assert_eq(bml__batch_records(items, 7), 7);
+  size_t n = bml__batch_plan(&c, items, 7, scratch, desc, runs);
+  /* slab 0's two records, then slab 1's five: four reach 256 MiB, one more */
+  cr_assert_eq(n, 3, "%zu launches", n);
+  static const size_t first[3] = {0, 2, 6}, count[3] = {2, 4, 1}, slab[3] = {0, 1, 1};
+  static const size_t act[7] = {100, 400, 0, 200, 300, 500, 600}; /* each run in the items' order */
+  for (size_t r = 0; r < 3; r++) {
+    cr_expect_eq(runs[r].first, first[r], "run %zu", r);
+    cr_expect_eq(runs[r].count, count[r], "run %zu", r);
+    cr_expect_eq(runs[r].slab, slab[r], "run %zu", r);
+    size_t g = 0;
+    for (size_t k = runs[r].first; k < runs[r].first + runs[r].count; k++) {
+      cr_expect_eq(desc[k].first_group, g, "record %zu's first work-group", k);
+      g += bml__card_groups(&c, BML_BATCHED_LR, desc[k].rows);
+    }
+    cr_expect_eq(runs[r].groups, g, "run %zu's work-groups", r);
+  }
+  for (size_t k = 0; k < 7; k++) cr_expect_eq(desc[k].act_off, act[k], "record %zu", k);
+  cr_expect_eq(desc[2].rows, 65536);
+  cr_expect_eq(desc[2].nb, 64);
+}
