@@ -471,14 +471,12 @@ static int launch_each(bml_worker *w, submission *s, cl_command_queue *q, size_t
 
 /* The batched launches, each one's results read back right after it on its
  * queue.  The activations go in by prefixes: a launch needs the groups up
- * to its last record's activation, copied in just before it.  The first
- * slabs hold the first matrices, so the first launch needs few: they are
- * repacked alone and the card starts early; the rest are repacked at once
- * (on the pool's threads when there are many) while it computes.  The
- * records lie before the activations and go in with the first prefix; a
- * side queue waits for the copy it needs. */
-static int launch_batched(bml_worker *w, submission *s, cl_command_queue *q, size_t nq, size_t launches,
-                          size_t act_end) {
+ * to its last record's activation (the first slabs hold the first
+ * matrices, so the first launch needs few), and those are repacked and
+ * copied in just before it, so the card starts early and the host repacks
+ * the rest while it computes.  The records lie before the activations and
+ * go in with the first prefix; a side queue waits for the copy it needs. */
+static int launch_batched(bml_worker *w, submission *s, cl_command_queue *q, size_t nq, size_t launches) {
   bml__card *c = w->card;
   const bml__desc *desc = w->acts.host;
   char *host = w->acts.host;
@@ -495,14 +493,9 @@ static int launch_batched(bml_worker *w, submission *s, cl_command_queue *q, siz
       if (end > need) need = end;
     }
     if (need > copied) {
-      /* the first launch's activations alone; once it runs, all the rest
-       * at once (on the pool's threads when there are many) */
       size_t last = next;
-      if (i == 0)
-        while (last < s->ngroups && (!s->groups[last].e || s->groups[last].act_off < need)) last++;
-      else if (next < s->ngroups)
-        last = s->ngroups;
-      if (last > next) repack_acts(w, s, next, last, i == 0 ? need - copied : act_end - copied);
+      while (last < s->ngroups && (!s->groups[last].e || s->groups[last].act_off < need)) last++;
+      repack_acts(w, s, next, last, need - copied);
       next = last;
       if (in) clReleaseEvent(in), in = NULL;
       rc = clEnqueueWriteBuffer(c->queue, w->acts.buf, CL_FALSE, copied, need - copied, host + copied, 0, NULL,
@@ -576,7 +569,7 @@ static int enqueue_groups(bml_worker *w, submission *s) {
   for (size_t i = 1; i < nq; i++) q[i] = c->side[i - 1];
   double t_launch = bml__now();
   if (rc == 0 && batched) {
-    rc = launch_batched(w, s, q, nq, launches, in_bytes);
+    rc = launch_batched(w, s, q, nq, launches);
   } else if (rc == 0) {
     repack_acts(w, s, 0, s->ngroups, act_bytes);
     cl_event copied_in = NULL;
