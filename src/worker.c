@@ -357,7 +357,7 @@ static int plan(bml_worker *w, submission *s) {
   return 0;
 }
 
-/* ---- the card's part: one copy in, a launch per group, one copy out -------------- */
+/* ---- the card's part: copies in, batched launches, a read back after each -------- */
 
 static bml__kernel_id kernel_for(const bml_worker *w, size_t rows) {
   return w->hooks.kernel < BML_KERNEL_COUNT ? w->hooks.kernel : bml__tune_kernel_for(w->card, rows);

@@ -18,8 +18,8 @@
 static const struct bench_mode modes[] = {
     {"cpu", "the CPU thread pool (bml_pool_q1_0_mat_vec)", bench_cpu_run},
     {"card", "the verified card alone (the worker with share 1 and limit 1): one product\n"
-             "                   and its wait (card), and 32 back to back with one wait\n"
-             "                   (card-pipelined, per product)", bench_card_run},
+             "                   and its wait (card), and 32 as one batch (card-pipelined,\n"
+             "                   per product)", bench_card_run},
     {"split", "the worker as an engine gets it: the calibrated share on the card, the\n"
               "                   rest on the pool, the limiter on (split, split-pipelined)", bench_split_run},
     {"clblast", bench_clblast_help, bench_clblast_run},
@@ -122,8 +122,8 @@ static void usage(FILE *f) {
           "  --model NAME     instead of the shapes, a model's token of products in decode\n"
           "                   order (per layer Q, K, V, O, gate, up, down, then the head):\n"
           "                   bonsai-8b (253 products) or bonsai-1.7b (197); with --card and\n"
-          "                   --split, pipelined (the token one batch, one wait) and with\n"
-          "                   round trips (a wait per group: Q/K/V, O, gate/up, down)\n"
+          "                   --split, pipelined (the token as one batch) and with round\n"
+          "                   trips (a batch and a wait per group: Q/K/V, O, gate/up, down)\n"
           "  --json           one JSON object on stdout instead of the table\n"
           "  --verbose        progress on stderr (with --model: the worker's time per\n"
           "                   token by phase, and its status)\n"

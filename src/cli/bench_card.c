@@ -131,7 +131,7 @@ static int measure(const struct bench_config *cfg, bml_worker *w, struct card_pr
 }
 
 /* Every shape: one product at a time (each its own round trip), and
- * PIPELINE products back to back with one wait. */
+ * PIPELINE products as one batch. */
 static int run_shapes(const struct bench_config *cfg, struct bench_report *rep, bool card_alone) {
   bml_pool *pool;
   bml_worker *w;

@@ -127,7 +127,7 @@ static int run_cpu(const struct token *t, bml_pool *pool, bml_worker *w, bool ro
   return 0;
 }
 
-/* One token through the worker: one batch (pipelined: one wait), or one
+/* One token through the worker: one batch (pipelined), or one
  * batch per group (a wait for each, as an engine whose CPU work between
  * the groups needs their results). */
 static int run_worker(const struct token *t, bml_pool *pool, bml_worker *w, bool round_trips) {
