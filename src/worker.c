@@ -508,6 +508,8 @@ static int launch_batched(bml_worker *w, submission *s, cl_command_queue *q, siz
       rc = clEnqueueBarrierWithWaitList(q[qi], 1, &in, NULL);
       waited[qi] = copied;
     }
+    if (rc == 0 && w->hooks.fail_launch > 0 && (size_t)w->hooks.fail_launch == i + 1)
+      w->hooks.fail_launch = 0, rc = CL_OUT_OF_RESOURCES;
     if (rc == 0)
       rc = bml__card_batched_enqueue(c, q[qi], &w->build, run->kind, run->slab, &w->acts,
                                      run->first * sizeof(bml__desc), run->count, run->groups, &w->outs);

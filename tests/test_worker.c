@@ -587,20 +587,26 @@ Test(worker, a_batch_with_many_activations_repacks_them_on_the_pool_exactly) {
   bml_worker_close(w);
 }
 
-Test(worker, a_batch_over_many_slabs_copies_in_by_prefixes_and_reads_back_each_launch_exactly) {
-  /* A card too small for a slab that doubles its matrix memory gets one
-   * slab per matrix: three layers' 15 matrices are 15 batched launches,
-   * each copying in the activations it needs first and reading its
-   * results back on its own. */
+/* Three layers in one batch, on a worker whose card is too small for a
+ * slab that doubles its matrix memory: one slab per matrix, so the 15
+ * matrices (Q/K/V and gate/up fused) are 15 batched launches. */
+static bml_worker *many_slabs(layer *l, bml_product *p) {
   bml_worker *w = open_worker("1");
   cr_assert_eq(bml_worker_set_limit(w, 1.0), 0);
   bml__worker_set_card_mem(w, 32 << 20); /* under the 64 MiB of a doubling slab */
-  static layer l[3];
-  bml_product p[24];
   for (int i = 0; i < 3; i++) {
     make_layer(&l[i], 256 + 128 * i, 60 + (uint64_t)i);
     memcpy(p + 8 * i, l[i].p, sizeof l[i].p);
   }
+  return w;
+}
+
+Test(worker, a_batch_over_many_slabs_copies_in_by_prefixes_and_reads_back_each_launch_exactly) {
+  /* each launch copies in the activations it needs first and reads its
+   * results back on its own */
+  static layer l[3];
+  bml_product p[24];
+  bml_worker *w = many_slabs(l, p);
   json_t *before = status(w);
   long long launches0 = field(before, "launches");
   json_decref(before);
@@ -613,6 +619,33 @@ Test(worker, a_batch_over_many_slabs_copies_in_by_prefixes_and_reads_back_each_l
   cr_expect_eq(field(j, "matrices"), 15);
   long long per = (field(j, "launches") - launches0) / 2;
   cr_expect_eq(per, 15, "one batched launch per slab: %lld launches per batch, not 15", per);
+  json_decref(j);
+  for (int i = 0; i < 3; i++) unmake_layer(&l[i]);
+  bml_worker_close(w);
+}
+
+Test(worker, a_launch_failing_mid_batch_gives_every_row_to_the_cpu_and_the_next_batch_runs) {
+  /* The sixth of 15 launches fails after five launches, their copies in
+   * and their reads were enqueued: the card is drained and every card row
+   * is computed on the pool; the next batch runs on the card again. */
+  static layer l[3];
+  bml_product p[24];
+  bml_worker *w = many_slabs(l, p);
+  bml__worker_hooks h = {.fail_launch = 6, .kernel = BML_KERNEL_COUNT};
+  bml__worker_set_hooks(w, &h);
+  cr_assert_eq(bml_worker_mat_vec_batch(w, p, 24), 0);
+  for (int i = 0; i < 3; i++) expect_layer(&l[i]);
+  json_t *j = status(w);
+  cr_expect_eq(field(j, "products_on_cpu_error"), 24);
+  cr_expect_eq(field(j, "products_on_card"), 0);
+  long long launches = field(j, "launches");
+  json_decref(j);
+  cr_assert_eq(bml_worker_mat_vec_batch(w, p, 24), 0); /* the hook fired once */
+  for (int i = 0; i < 3; i++) expect_layer(&l[i]);
+  j = status(w);
+  cr_expect_eq(field(j, "products_on_card"), 24);
+  cr_expect_eq(field(j, "launches") - launches, 15);
+  cr_expect(json_is_false(json_object_get(j, "retired")));
   json_decref(j);
   for (int i = 0; i < 3; i++) unmake_layer(&l[i]);
   bml_worker_close(w);
