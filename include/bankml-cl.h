@@ -313,9 +313,10 @@ typedef struct {
 
 /* Runs count products as one submission, in order: the card's shares of all
  * of them are enqueued back to back (batched launches: one per slab of the
- * card's matrix memory), the activations copied in as the launches need
- * them and each launch's results read back and copied out while the card
- * computes the next; products next to each other that share one activation
+ * card's matrix memory and 256 MiB of weights), the activations copied in
+ * as the launches need them and each launch's results read back, then
+ * (once the pool's rows are done) copied out while the card computes the
+ * next; products next to each other that share one activation
  * (the same act pointer and n: Q, K and V; gate and up) are one group,
  * computed over their concatenated card rows; the CPU pool computes the
  * other rows meanwhile.  The bits are

@@ -298,7 +298,7 @@ typedef struct {
 } batch_case;
 
 /* Runs the cases as one batch of batched kernel k (all matrices in the
- * card's slabs, one launch per slab) into got.  Returns 0 or an error. */
+ * card's slabs, one launch per slab and BML_RUN_BYTES) into got.  Returns 0 or an error. */
 static int run_batch(card_state *cs, bml__batched_id k, batch_case *bc, size_t n, float *got) {
   size_t act_bytes = 0, out_rows = 0;
   int rc = 0;

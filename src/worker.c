@@ -86,7 +86,7 @@ typedef struct {
 typedef struct {
   uint64_t submissions;
   uint64_t launches; /* kernel launches on the card (a batched one computes many products) */
-  double enqueue; /* planning, repacking activations, the copy in, the launches, the copy out */
+  double enqueue; /* planning, repacking activations, the copies in, the launches and reads enqueued */
   double cpu;     /* the CPU's rows */
   double wait;    /* waiting for the card once the CPU was done */
   double copy;    /* the card's results into the products' outputs */
@@ -475,7 +475,10 @@ static int launch_each(bml_worker *w, submission *s, cl_command_queue *q, size_t
  * matrices, so the first launch needs few), and those are repacked and
  * copied in just before it, so the card starts early and the host repacks
  * the rest while it computes.  The records lie before the activations and
- * go in with the first prefix; a side queue waits for the copy it needs. */
+ * go in with the first prefix.  With several queues the copies in have the
+ * main queue to themselves (behind no launch) and the launches and reads
+ * go round the side queues, each waiting for the copy it needs; every
+ * command is flushed as it is enqueued. */
 static int launch_batched(bml_worker *w, submission *s, cl_command_queue *q, size_t nq, size_t launches) {
   bml__card *c = w->card;
   const bml__desc *desc = w->acts.host;
@@ -500,10 +503,10 @@ static int launch_batched(bml_worker *w, submission *s, cl_command_queue *q, siz
       if (in) clReleaseEvent(in), in = NULL;
       rc = clEnqueueWriteBuffer(c->queue, w->acts.buf, CL_FALSE, copied, need - copied, host + copied, 0, NULL,
                                 nq > 1 ? &in : NULL);
-      if (rc == 0 && i < nq) rc = clFlush(c->queue);
+      if (rc == 0) rc = clFlush(c->queue);
       copied = need;
     }
-    const size_t qi = i % nq;
+    const size_t qi = nq > 1 ? 1 + i % (nq - 1) : 0;
     if (rc == 0 && qi != 0 && waited[qi] < copied) {
       rc = clEnqueueBarrierWithWaitList(q[qi], 1, &in, NULL);
       waited[qi] = copied;
@@ -518,7 +521,7 @@ static int launch_batched(bml_worker *w, submission *s, cl_command_queue *q, siz
     for (size_t k = run->first; k < run->first + run->count; k++) rb->len += s->pieces[k].rows;
     if (rc == 0) rc = read_back(w, q[qi], rb);
     if (rc == 0) s->nreads++;
-    if (rc == 0 && i < nq) rc = clFlush(q[qi]); /* each queue's first launch starts the card; the rest follow */
+    if (rc == 0) rc = clFlush(q[qi]);
   }
   if (in) clReleaseEvent(in);
   return rc;
@@ -526,8 +529,9 @@ static int launch_batched(bml_worker *w, submission *s, cl_command_queue *q, siz
 
 /* The card's part of a submission: the activations (and the records of the
  * batched launches) in, the launches, and the results read back.  The
- * table kernels run batched: one launch per slab and kernel computes every
- * product of the batch there (a launch costs the host some microseconds,
+ * table kernels run batched: one launch per slab and kernel (cut every
+ * BML_RUN_BYTES of weights) computes every product of the batch there (a
+ * launch costs the host some microseconds,
  * and a model's token has hundreds of products).  The launches are spread
  * over the card's queues, which may run them side by side.  Flushed as it
  * goes, so the card starts while the host enqueues the rest, and the host
@@ -543,8 +547,8 @@ static int enqueue_groups(bml_worker *w, submission *s) {
   }
   if (act_bytes == 0) return 0;
   if (w->hooks.fail_enqueues > 0) return w->hooks.fail_enqueues--, CL_OUT_OF_RESOURCES;
-  /* the records first (a multiple of 64 bytes), then the activations */
-  const size_t head = batched ? nrec * sizeof(bml__desc) : 0, in_bytes = head + act_bytes;
+  /* the records first (rounded up to 64 bytes), then the activations */
+  const size_t head = batched ? (nrec * sizeof(bml__desc) + 63) / 64 * 64 : 0, in_bytes = head + act_bytes;
   size_t at = head;
   out_rows = 0;
   for (size_t i = 0; i < s->ngroups; i++) {
@@ -564,7 +568,10 @@ static int enqueue_groups(bml_worker *w, submission *s) {
     for (size_t i = 0; i < s->ngroups; i++) launches += s->groups[i].e != NULL;
   }
   bml__card *c = w->card;
-  size_t nq = c->nside + 1 < launches ? c->nside + 1 : launches;
+  /* batched, several launches: the main queue for the copies in and the
+   * side queues for the launches; else the launches round all queues */
+  const size_t want = batched && launches > 1 ? launches + 1 : launches;
+  size_t nq = c->nside + 1 < want ? c->nside + 1 : want;
   if (nq == 0) nq = 1;
   cl_command_queue q[BML_MAX_QUEUES];
   q[0] = c->queue;
@@ -674,12 +681,17 @@ static int complete(bml_worker *w, submission *s) {
   int rc = 0;
   if (s->on_card) {
     int err = CL_SUCCESS;
-    double waited = 0, copied = 0, t = bml__now();
+    /* busy: the last moment the card is known to have been at work (for
+     * the limiter; the copies out in between are the host's time) */
+    double waited = 0, copied = 0, busy = bml__now();
     for (size_t r = 0; err == CL_SUCCESS && r < s->nreads; r++) {
+      cl_int state = CL_QUEUED;
+      clGetEventInfo(s->reads[r].done, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof state, &state, NULL);
       double t0 = bml__now();
       err = clWaitForEvents(1, &s->reads[r].done);
-      t = bml__now();
+      double t = bml__now();
       waited += t - t0;
+      if (state != CL_COMPLETE) busy = t;
       if (err == CL_SUCCESS) {
         scatter(w, s, &s->reads[r]);
         copied += bml__now() - t;
@@ -687,7 +699,7 @@ static int complete(bml_worker *w, submission *s) {
     }
     w->time.wait += waited;
     w->time.copy += copied;
-    bml__limiter_dispatched(&w->limiter, s->dispatch_time, t);
+    bml__limiter_dispatched(&w->limiter, s->dispatch_time, busy);
     release_reads(s);
     size_t on_card = 0;
     for (size_t i = 0; i < s->ngroups; i++) on_card += s->groups[i].e ? s->groups[i].count : 0;
@@ -1058,6 +1070,7 @@ void bml_worker_close(bml_worker *w) {
   if (!w) return;
   w->cur.active = false;
   release_all(w);
+  release_reads(&w->cur); /* a product begun and never finished: the card is drained now */
   for (size_t i = 0; i < w->nentries; i++) {
     free_entry(w->entries[i]);
     free(w->entries[i]);

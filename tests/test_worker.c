@@ -620,6 +620,17 @@ Test(worker, a_batch_over_many_slabs_copies_in_by_prefixes_and_reads_back_each_l
   long long per = (field(j, "launches") - launches0) / 2;
   cr_expect_eq(per, 15, "one batched launch per slab: %lld launches per batch, not 15", per);
   json_decref(j);
+  /* The layers the other way round: the first slab's launch now needs the
+   * last activation (every one is copied in before it), and the launches'
+   * order of results is not the products' order. */
+  bml_product r[24];
+  for (int i = 0; i < 3; i++) memcpy(r + 8 * i, l[2 - i].p, sizeof l[0].p);
+  cr_assert_eq(bml_worker_mat_vec_batch(w, r, 24), 0);
+  for (int i = 0; i < 3; i++) expect_layer(&l[i]);
+  j = status(w);
+  cr_expect_eq(field(j, "products_on_card"), 72);
+  cr_expect_eq(field(j, "matrices"), 15, "the same matrices, in the same slabs");
+  json_decref(j);
   for (int i = 0; i < 3; i++) unmake_layer(&l[i]);
   bml_worker_close(w);
 }
