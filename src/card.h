@@ -227,6 +227,7 @@ typedef struct {
 typedef struct {
   size_t slab, order, groups;
   bml__batched_id kind;
+  bool starts; /* a launch starts at this record */
   bml__desc d;
 } bml__batch_rec;
 
@@ -235,11 +236,16 @@ typedef struct {
  * launch's results are read back as soon as it finishes, so the reads of
  * a long batch overlap the launches after them. */
 #define BML_RUN_BYTES ((size_t)256 << 20)
+/* The last launch of a batch is halved (by its weights' bytes), then its
+ * second half, ..., while the half to come is this many bytes or more:
+ * what the card computes after the last read starts is then small. */
+#define BML_TAIL_BYTES ((size_t)16 << 20)
 
 /* Records a batch of items takes: a record per chunk. */
 size_t bml__batch_records(const bml__batch_item *items, size_t n);
 /* Plans the items: their records, sorted so that each (slab, kernel) run is
- * one launch (cut every BML_RUN_BYTES of weights) and numbered within it, into desc; the launches into runs
+ * one launch (cut every BML_RUN_BYTES of weights, the last one halved down
+ * to BML_TAIL_BYTES) and numbered within it, into desc; the launches into runs
  * (each room for bml__batch_records records; scratch as well).  Returns the
  * number of runs.  Cannot fail. */
 size_t bml__batch_plan(const bml__card *c, const bml__batch_item *items, size_t n, bml__batch_rec *scratch,

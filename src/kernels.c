@@ -260,6 +260,11 @@ size_t bml__batch_records(const bml__batch_item *items, size_t n) {
 
 static bool same_run(const bml__batch_rec *a, const bml__batch_rec *b) { return a->slab == b->slab && a->kind == b->kind; }
 
+/* Bytes of weights a record's launch reads. */
+static size_t rec_bytes(const bml__batch_rec *r) {
+  return bml__card_matrix_bytes(r->d.rows, (size_t)r->d.nb * BML_Q1_0_BLOCK);
+}
+
 static int rec_cmp(const void *pa, const void *pb) {
   const bml__batch_rec *a = pa, *b = pb;
   if (a->slab != b->slab) return a->slab < b->slab ? -1 : 1;
@@ -282,13 +287,27 @@ size_t bml__batch_plan(const bml__card *c, const bml__batch_item *items, size_t 
     }
   }
   qsort(scratch, nrec, sizeof *scratch, rec_cmp);
-  size_t nruns = 0, bytes = 0;
+  /* where launches start: a new slab or kernel, every BML_RUN_BYTES ... */
+  size_t bytes = 0, last = 0;
   for (size_t i = 0; i < nrec; i++) {
-    if (i == 0 || !same_run(&scratch[i - 1], &scratch[i]) || bytes >= BML_RUN_BYTES) {
-      runs[nruns++] = (bml__batch_run){scratch[i].slab, i, 0, 0, scratch[i].kind};
-      bytes = 0;
-    }
-    bytes += bml__card_matrix_bytes(scratch[i].d.rows, (size_t)scratch[i].d.nb * BML_Q1_0_BLOCK);
+    scratch[i].starts = i == 0 || !same_run(&scratch[i - 1], &scratch[i]) || bytes >= BML_RUN_BYTES;
+    if (scratch[i].starts) bytes = 0, last = i;
+    bytes += rec_bytes(&scratch[i]);
+  }
+  /* ... and the last launch halved, then its second half, ... while the
+   * half is BML_TAIL_BYTES or more: what the card computes after the last
+   * read has started is small */
+  while (nrec - last >= 2 && bytes >= 2 * BML_TAIL_BYTES) {
+    size_t i = last, half = 0;
+    while (i + 1 < nrec && 2 * (half + rec_bytes(&scratch[i])) <= bytes) half += rec_bytes(&scratch[i++]);
+    if (i == last) half += rec_bytes(&scratch[i++]); /* a first record of more than half */
+    if (i >= nrec) break;
+    scratch[i].starts = true;
+    last = i, bytes -= half;
+  }
+  size_t nruns = 0;
+  for (size_t i = 0; i < nrec; i++) {
+    if (scratch[i].starts) runs[nruns++] = (bml__batch_run){scratch[i].slab, i, 0, 0, scratch[i].kind};
     bml__batch_run *run = &runs[nruns - 1];
     scratch[i].d.first_group = (uint32_t)run->groups;
     run->groups += scratch[i].groups;

@@ -378,3 +378,54 @@ Test(oracle, a_batch_plan_is_a_launch_per_slab_and_kernel_cut_every_run_bytes) {
   cr_expect_eq(desc[2].rows, 65536);
   cr_expect_eq(desc[2].nb, 64);
 }
+
+/* Plans n items of the matrices ms[i] (all BML_BATCHED_LR) and returns the
+ * launches' record counts in counts. */
+static size_t plan_counts(const bml__card_matrix *const *ms, size_t n, size_t *counts) {
+  bml__card c = {.lrows = 32, .lrrows = 32, .lrrpt = 4};
+  bml__batch_item items[64];
+  bml__batch_rec scratch[64];
+  bml__desc desc[64];
+  bml__batch_run runs[64];
+  cr_assert(n <= 64);
+  for (size_t i = 0; i < n; i++) items[i] = (bml__batch_item){ms[i], BML_BATCHED_L, 64 * i, 0};
+  size_t nruns = bml__batch_plan(&c, items, n, scratch, desc, runs);
+  for (size_t r = 0; r < nruns; r++) {
+    counts[r] = runs[r].count;
+    size_t g = 0;
+    for (size_t k = runs[r].first; k < runs[r].first + runs[r].count; k++) {
+      cr_expect_eq(desc[k].first_group, g, "launch %zu record %zu's first work-group", r, k);
+      cr_expect_eq(desc[k].act_off, 64 * k, "record %zu out of the items' order", k);
+      g += bml__card_groups(&c, BML_BATCHED_L, desc[k].rows);
+    }
+    cr_expect_eq(runs[r].groups, g);
+  }
+  return nruns;
+}
+
+Test(oracle, a_batch_plan_halves_its_last_launch_down_to_the_tail_bytes) {
+  /* 32 products of 12288 x 4096 (7.9 MB each) in one slab: 252 MB, one
+   * launch by BML_RUN_BYTES, then halved while the second half is 2 x
+   * BML_TAIL_BYTES or more: 16, 8, 4 and 4 records. */
+  bml__card_chunk ch = {0, 12288, 0, 0, 12288 * 32};
+  bml__card_matrix m = {12288, 4096, 1, &ch, 0};
+  const bml__card_matrix *ms[32];
+  for (size_t i = 0; i < 32; i++) ms[i] = &m;
+  cr_assert(32 * bml__card_matrix_bytes(12288, 4096) < BML_RUN_BYTES, "the test's sizes assume 256 MiB");
+  size_t counts[64], n = plan_counts(ms, 32, counts);
+  cr_assert_eq(n, 4, "%zu launches", n);
+  static const size_t want[4] = {16, 8, 4, 4};
+  for (size_t r = 0; r < 4; r++) cr_expect_eq(counts[r], want[r], "launch %zu: %zu records", r, counts[r]);
+  /* a record bigger than the rest together is a launch of its own, first
+   * or last; and a small batch stays one launch */
+  bml__card_chunk hch = {0, 151936, 0, 0, 151936 * 32}, sch = {0, 4096, 0, 0, 4096 * 32};
+  bml__card_matrix head = {151936, 4096, 1, &hch, 0}, small = {4096, 4096, 1, &sch, 0};
+  const bml__card_matrix *tail_last[3] = {&small, &small, &head}, *head_first[3] = {&head, &small, &small};
+  n = plan_counts(tail_last, 3, counts);
+  cr_expect(n == 2 && counts[0] == 2 && counts[1] == 1, "small, small, head: %zu launches", n);
+  n = plan_counts(head_first, 3, counts);
+  cr_expect(n == 2 && counts[0] == 1 && counts[1] == 2, "head, small, small: %zu launches", n);
+  const bml__card_matrix *few[3] = {&small, &small, &small};
+  n = plan_counts(few, 3, counts);
+  cr_expect_eq(n, 1, "three 2.6 MB products: %zu launches", n);
+}
