@@ -540,17 +540,16 @@ static int launch_batched(bml_worker *w, submission *s, cl_command_queue *q, siz
 static int enqueue_groups(bml_worker *w, submission *s) {
   /* a test forcing q1_0_mat_vec or q1_0_mat_vec8 gets a launch per group */
   const bool batched = w->hooks.kernel >= BML_KERNEL_MAT_VEC_L;
-  size_t act_bytes = 0, out_rows = 0, nrec = 0;
+  size_t act_bytes = 0, nrec = 0;
   for (size_t i = 0; i < s->ngroups; i++) {
     const group *g = &s->groups[i];
-    if (g->e) act_bytes += bml__card_act_bytes(g->e->n), out_rows += g->e->m.rows, nrec += g->e->m.nchunks;
+    if (g->e) act_bytes += bml__card_act_bytes(g->e->n), nrec += g->e->m.nchunks;
   }
   if (act_bytes == 0) return 0;
   if (w->hooks.fail_enqueues > 0) return w->hooks.fail_enqueues--, CL_OUT_OF_RESOURCES;
   /* the records first (rounded up to 64 bytes), then the activations */
   const size_t head = batched ? (nrec * sizeof(bml__desc) + 63) / 64 * 64 : 0, in_bytes = head + act_bytes;
-  size_t at = head;
-  out_rows = 0;
+  size_t at = head, out_rows = 0;
   for (size_t i = 0; i < s->ngroups; i++) {
     group *g = &s->groups[i];
     if (!g->e) continue;
