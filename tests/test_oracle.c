@@ -343,9 +343,26 @@ Test(oracle, slabs_reuse_freed_ranges_merge_them_and_release_empty_slabs) {
   bml_devices_free(l);
 }
 
+/* Planning needs no device: a card's table shapes and matrices' chunks. */
+static const bml__card plan_card = {.lrows = 32, .lrrows = 32, .lrrpt = 4};
+
+/* Plans the items on plan_card and checks that each launch numbers its
+ * records' work-groups from 0, in order.  Returns the launches. */
+static size_t plan_checked(const bml__batch_item *items, size_t n, bml__batch_rec *scratch, bml__desc *desc,
+                           bml__batch_run *runs) {
+  size_t nruns = bml__batch_plan(&plan_card, items, n, scratch, desc, runs);
+  for (size_t r = 0; r < nruns; r++) {
+    size_t g = 0;
+    for (size_t k = runs[r].first; k < runs[r].first + runs[r].count; k++) {
+      cr_expect_eq(desc[k].first_group, g, "launch %zu record %zu's first work-group", r, k);
+      g += bml__card_groups(&plan_card, runs[r].kind, desc[k].rows);
+    }
+    cr_expect_eq(runs[r].groups, g, "launch %zu's work-groups", r);
+  }
+  return nruns;
+}
+
 Test(oracle, a_batch_plan_is_a_launch_per_slab_and_kernel_cut_every_run_bytes) {
-  /* Planning needs no device: a card's table shapes and matrices' chunks. */
-  bml__card c = {.lrows = 32, .lrrows = 32, .lrrpt = 4};
   /* big: 65536 x 8192 in slab 1 (84 MB); small: 1000 x 256 in slab 0 */
   bml__card_chunk big_ch = {0, 65536, 1, 0, 65536 * 64}, small_ch = {0, 1000, 0, 0, 1000 * 2};
   bml__card_matrix big = {65536, 8192, 1, &big_ch, 0}, small = {1000, 256, 1, &small_ch, 0};
@@ -358,7 +375,7 @@ Test(oracle, a_batch_plan_is_a_launch_per_slab_and_kernel_cut_every_run_bytes) {
   bml__desc desc[7];
   bml__batch_run runs[7];
   cr_assert_eq(bml__batch_records(items, 7), 7);
-  size_t n = bml__batch_plan(&c, items, 7, scratch, desc, runs);
+  size_t n = plan_checked(items, 7, scratch, desc, runs);
   /* slab 0's two records, then slab 1's five: four reach 256 MiB, one more */
   cr_assert_eq(n, 3, "%zu launches", n);
   static const size_t first[3] = {0, 2, 6}, count[3] = {2, 4, 1}, slab[3] = {0, 1, 1};
@@ -367,39 +384,24 @@ Test(oracle, a_batch_plan_is_a_launch_per_slab_and_kernel_cut_every_run_bytes) {
     cr_expect_eq(runs[r].first, first[r], "run %zu", r);
     cr_expect_eq(runs[r].count, count[r], "run %zu", r);
     cr_expect_eq(runs[r].slab, slab[r], "run %zu", r);
-    size_t g = 0;
-    for (size_t k = runs[r].first; k < runs[r].first + runs[r].count; k++) {
-      cr_expect_eq(desc[k].first_group, g, "record %zu's first work-group", k);
-      g += bml__card_groups(&c, BML_BATCHED_LR, desc[k].rows);
-    }
-    cr_expect_eq(runs[r].groups, g, "run %zu's work-groups", r);
   }
   for (size_t k = 0; k < 7; k++) cr_expect_eq(desc[k].act_off, act[k], "record %zu", k);
   cr_expect_eq(desc[2].rows, 65536);
   cr_expect_eq(desc[2].nb, 64);
 }
 
-/* Plans n items of the matrices ms[i] (all BML_BATCHED_LR) and returns the
- * launches' record counts in counts. */
+/* Plans n items of the matrices ms[i] (all BML_BATCHED_L, in one slab)
+ * and returns the launches' record counts in counts. */
 static size_t plan_counts(const bml__card_matrix *const *ms, size_t n, size_t *counts) {
-  bml__card c = {.lrows = 32, .lrrows = 32, .lrrpt = 4};
   bml__batch_item items[64];
   bml__batch_rec scratch[64];
   bml__desc desc[64];
   bml__batch_run runs[64];
   cr_assert(n <= 64);
   for (size_t i = 0; i < n; i++) items[i] = (bml__batch_item){ms[i], BML_BATCHED_L, 64 * i, 0};
-  size_t nruns = bml__batch_plan(&c, items, n, scratch, desc, runs);
-  for (size_t r = 0; r < nruns; r++) {
-    counts[r] = runs[r].count;
-    size_t g = 0;
-    for (size_t k = runs[r].first; k < runs[r].first + runs[r].count; k++) {
-      cr_expect_eq(desc[k].first_group, g, "launch %zu record %zu's first work-group", r, k);
-      cr_expect_eq(desc[k].act_off, 64 * k, "record %zu out of the items' order", k);
-      g += bml__card_groups(&c, BML_BATCHED_L, desc[k].rows);
-    }
-    cr_expect_eq(runs[r].groups, g);
-  }
+  size_t nruns = plan_checked(items, n, scratch, desc, runs);
+  for (size_t r = 0; r < nruns; r++) counts[r] = runs[r].count;
+  for (size_t k = 0; k < n; k++) cr_expect_eq(desc[k].act_off, 64 * k, "record %zu out of the items' order", k);
   return nruns;
 }
 
