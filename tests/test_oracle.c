@@ -135,35 +135,35 @@ Test(oracle, an_unfused_outer_fma_is_refused_with_the_row_named) {
   bml_devices_free(l);
 }
 
-Test(oracle, a_bad_build_option_refuses_the_device_without_aborting) {
+/* Verifies the card under test with extra build options that break the
+ * build: the verification must refuse the device, its last line being the
+ * failed build.  Returns that line (in c). */
+static const bml_verify_line *bad_build(const char *options, collected *c) {
   size_t i;
   bml_devices *l = card_under_test(&i);
-  bml__oracle_hooks h = {.extra_options = "-cl-bankml-no-such-option", .quick = true};
+  bml__oracle_hooks h = {.extra_options = options, .quick = true};
   bml__oracle_set_hooks(&h);
-  static collected c;
-  cr_expect_eq(verify(l, i, &c, 1), BML_EVERIFY);
-  cr_assert(c.n >= 1);
-  const bml_verify_line *b = &c.lines[c.n - 1];
+  cr_expect_eq(verify(l, i, c, 1), BML_EVERIFY);
+  bml_devices_free(l);
+  cr_assert(c->n >= 1);
+  const bml_verify_line *b = &c->lines[c->n - 1];
   cr_expect_str_eq(b->check, "build");
   cr_expect(!b->ok);
+  return b;
+}
+
+Test(oracle, a_bad_build_option_refuses_the_device_without_aborting) {
+  static collected c;
+  const bml_verify_line *b = bad_build("-cl-bankml-no-such-option", &c);
   cr_expect(b->detail && strstr(b->detail, "-cl-bankml-no-such-option"), "the options are not named: %s",
             b->detail ? b->detail : "");
-  bml_devices_free(l);
 }
 
 Test(oracle, a_bad_source_refuses_the_device_with_its_build_log) {
-  size_t i;
-  bml_devices *l = card_under_test(&i);
-  bml__oracle_hooks h = {.extra_options = "-DBML_WG=)", .quick = true};
-  bml__oracle_set_hooks(&h);
   static collected c;
-  cr_expect_eq(verify(l, i, &c, 1), BML_EVERIFY);
-  cr_assert(c.n >= 1);
-  const bml_verify_line *b = &c.lines[c.n - 1];
-  cr_expect_str_eq(b->check, "build");
+  const bml_verify_line *b = bad_build("-DBML_WG=)", &c);
   cr_expect(b->detail && strstr(b->detail, "CL_BUILD_PROGRAM_FAILURE") && strstr(b->detail, "build log:"),
             "no build log: %s", b->detail ? b->detail : "");
-  bml_devices_free(l);
 }
 
 Test(oracle, forced_emulation_is_used_and_exact) {
