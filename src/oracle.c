@@ -240,6 +240,19 @@ static int make_case(size_t rows, size_t n, bool layer, uint64_t seed, case_data
   return rc ? rc : bml_q1_0_mat_vec(d->w, rows, n, d->a, d->want);
 }
 
+/* Random data whose activation has an infinite scale: the rows are mostly
+ * NaN (their lanes' infinities of both signs meet), and about one in a
+ * hundred is an infinity, which a kernel that makes inf * 0 of the wrong
+ * form would turn into NaN.  Rows of two blocks. */
+#define INF_ROWS 2048
+#define INF_N 256
+static int make_infinite_case(case_data *d) {
+  int rc = make_case(INF_ROWS, INF_N, false, 0x1f1f1f1fu, d);
+  if (rc != 0) return rc;
+  d->a[1].d = 0x7c00; /* +inf: block 0, sub-block 1 */
+  return bml_q1_0_mat_vec(d->w, INF_ROWS, INF_N, d->a, d->want);
+}
+
 static void free_case(case_data *d) {
   free(d->w);
   free(d->a);
@@ -263,6 +276,16 @@ static void check_shapes(run *v, card_state *cs, bml__kernel_id k, bool quick) {
       free_case(&d);
       emit(v, &line);
     }
+  bml_verify_line line = {.check = bml__kernel_name(k), .fma = cs->build->emulated_fma ? "emulated" : "native",
+                          .rows = INF_ROWS, .n = INF_N, .regime = "infinite"};
+  case_data d = {0};
+  char detail[160];
+  if (make_infinite_case(&d) == 0)
+    check_product(cs, k, d.w, INF_ROWS, INF_N, d.a, d.want, &line, detail, sizeof detail);
+  else
+    line.detail = "out of memory for the test data", line.first_bad = -1;
+  free_case(&d);
+  emit(v, &line);
 }
 
 /* Every case of ggml's golden file, one line per kernel and build: ggml's
@@ -342,19 +365,22 @@ static int run_batch(card_state *cs, bml__batched_id k, batch_case *bc, size_t n
  * one batch of many products; a line per shape and regime, one for the
  * golden cases. */
 static void check_batched(run *v, card_state *cs, bml__batched_id k, const bml__golden_q1 *g, int ng, bool quick) {
-  const size_t nshapes = quick ? QUICK_SHAPES : BML_ARRAY_SIZE(full_shapes), ncases = nshapes * 2 + (size_t)ng;
+  /* the shapes in both regimes, the infinite scale, then ggml's cases */
+  const size_t nshapes = quick ? QUICK_SHAPES : BML_ARRAY_SIZE(full_shapes), nown = nshapes * 2 + 1,
+               ncases = nown + (size_t)ng;
   const char *fma = cs->build->emulated_fma ? "emulated" : "native";
-  case_data *d = calloc(nshapes * 2, sizeof *d);
+  case_data *d = calloc(nown, sizeof *d);
   batch_case *bc = calloc(ncases, sizeof *bc);
   size_t out_rows = 0;
   int rc = d && bc ? 0 : BML_ENOMEM;
-  for (size_t i = 0; rc == 0 && i < nshapes * 2; i++) {
-    size_t rows = full_shapes[i / 2][0], n = full_shapes[i / 2][1];
-    rc = make_case(rows, n, i % 2, 0xba7c0000u + (unsigned)i, &d[i]);
+  for (size_t i = 0; rc == 0 && i < nown; i++) {
+    const bool inf = i == nshapes * 2;
+    size_t rows = inf ? INF_ROWS : full_shapes[i / 2][0], n = inf ? INF_N : full_shapes[i / 2][1];
+    rc = inf ? make_infinite_case(&d[i]) : make_case(rows, n, i % 2, 0xba7c0000u + (unsigned)i, &d[i]);
     bc[i] = (batch_case){d[i].w, d[i].a, d[i].want, rows, n, {0}, 0, 0};
   }
   for (int i = 0; rc == 0 && i < ng; i++)
-    bc[nshapes * 2 + (size_t)i] = (batch_case){g[i].w, g[i].a, g[i].ref, g[i].rows, g[i].n, {0}, 0, 0};
+    bc[nown + (size_t)i] = (batch_case){g[i].w, g[i].a, g[i].ref, g[i].rows, g[i].n, {0}, 0, 0};
   for (size_t i = 0; bc && i < ncases; i++) out_rows += bc[i].rows;
   float *got = rc == 0 ? malloc((out_rows ? out_rows : 1) * sizeof *got) : NULL;
   if (rc == 0 && !got) rc = BML_ENOMEM;
@@ -363,12 +389,13 @@ static void check_batched(run *v, card_state *cs, bml__batched_id k, const bml__
   double ms = (bml__now() - t0) * 1e3;
   char detail[160];
   bml_verify_line sum = {.check = bml__batched_name(k), .fma = fma, .regime = "golden", .first_bad = -1, .ok = 1};
-  for (size_t i = 0; i < (rc == 0 ? ncases : nshapes * 2); i++) {
+  for (size_t i = 0; i < (rc == 0 ? ncases : nown); i++) {
     bml_verify_line line = {.check = bml__batched_name(k), .fma = fma, .rows = bc ? bc[i].rows : 0,
-                            .n = bc ? bc[i].n : 0, .regime = i % 2 ? "layer" : "random", .ms = ms};
+                            .n = bc ? bc[i].n : 0,
+                            .regime = i == nshapes * 2 ? "infinite" : i % 2 ? "layer" : "random", .ms = ms};
     compare_rows(rc, bc ? bc[i].want : NULL, got ? got + bc[i].out_off : NULL, bc ? bc[i].rows : 0, &line, detail,
                  sizeof detail);
-    if (i < nshapes * 2) {
+    if (i < nown) {
       emit(v, &line);
     } else {
       sum.exact += line.exact, sum.total += line.total, sum.ms = ms;
@@ -379,7 +406,7 @@ static void check_batched(run *v, card_state *cs, bml__batched_id k, const bml__
     }
   }
   if (ng > 0 && rc == 0) emit(v, &sum);
-  for (size_t i = 0; d && i < nshapes * 2; i++) free_case(&d[i]);
+  for (size_t i = 0; d && i < nown; i++) free_case(&d[i]);
   free(d), free(bc), free(got);
 }
 

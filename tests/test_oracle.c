@@ -100,6 +100,10 @@ Test(oracle, both_kernels_and_the_emulated_fma_pass_every_regime_on_the_card) {
           cr_expect(x && x->ok && x->exact == shapes[s][0] && x->total == shapes[s][0], "%s %s %zux%zu %s missing or wrong",
                     kernels[k], fmas[f], shapes[s][0], shapes[s][1], layer ? "layer" : "random");
         }
+      /* an infinite activation scale: most rows NaN, some infinite */
+      const bml_verify_line *inf = find_line(&c, kernels[k], fmas[f], 2048, 256, "infinite");
+      cr_expect(inf && inf->ok && inf->exact == 2048 && inf->total == 2048, "%s %s: the infinite scale missing or wrong",
+                kernels[k], fmas[f]);
       const bml_verify_line *g = find_line(&c, kernels[k], fmas[f], 0, 0, "golden");
       cr_expect(g && g->ok && g->total > 1000 && g->exact == g->total, "%s %s: ggml's golden cases not all checked",
                 kernels[k], fmas[f]);
