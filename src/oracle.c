@@ -230,13 +230,18 @@ typedef struct {
   float *want;
 } case_data;
 
-static int make_case(size_t rows, size_t n, bool layer, uint64_t seed, case_data *d) {
+/* The operands of a case; its answer is left to the caller. */
+static int gen_case(size_t rows, size_t n, bool layer, uint64_t seed, case_data *d) {
   d->w = malloc(rows * (n / BML_Q1_0_BLOCK) * sizeof *d->w);
   d->a = malloc(n / BML_Q8_0_BLOCK * sizeof *d->a);
   d->want = malloc(rows * sizeof *d->want);
   if (!d->w || !d->a || !d->want) return BML_ENOMEM;
   bml__gen_q1_0(&seed, d->w, rows, n, layer);
-  int rc = bml__gen_q8_0(&seed, d->a, n, layer);
+  return bml__gen_q8_0(&seed, d->a, n, layer);
+}
+
+static int make_case(size_t rows, size_t n, bool layer, uint64_t seed, case_data *d) {
+  int rc = gen_case(rows, n, layer, seed, d);
   return rc ? rc : bml_q1_0_mat_vec(d->w, rows, n, d->a, d->want);
 }
 
@@ -247,7 +252,7 @@ static int make_case(size_t rows, size_t n, bool layer, uint64_t seed, case_data
 #define INF_ROWS 2048
 #define INF_N 256
 static int make_infinite_case(case_data *d) {
-  int rc = make_case(INF_ROWS, INF_N, false, 0x1f1f1f1fu, d);
+  int rc = gen_case(INF_ROWS, INF_N, false, 0x1f1f1f1fu, d);
   if (rc != 0) return rc;
   d->a[1].d = 0x7c00; /* +inf: block 0, sub-block 1 */
   return bml_q1_0_mat_vec(d->w, INF_ROWS, INF_N, d->a, d->want);
@@ -259,33 +264,32 @@ static void free_case(case_data *d) {
   free(d->want);
 }
 
+/* One line: kernel k on case d (made with status rc), which is freed. */
+static void check_case(run *v, card_state *cs, bml__kernel_id k, size_t rows, size_t n, const char *regime, int rc,
+                       case_data *d) {
+  bml_verify_line line = {.check = bml__kernel_name(k), .fma = cs->build->emulated_fma ? "emulated" : "native",
+                          .rows = rows, .n = n, .regime = regime};
+  char detail[160];
+  if (rc == 0)
+    check_product(cs, k, d->w, rows, n, d->a, d->want, &line, detail, sizeof detail);
+  else
+    line.detail = "out of memory for the test data", line.first_bad = -1;
+  free_case(d);
+  emit(v, &line);
+}
+
 static void check_shapes(run *v, card_state *cs, bml__kernel_id k, bool quick) {
   size_t nshapes = quick ? QUICK_SHAPES : BML_ARRAY_SIZE(full_shapes);
   for (size_t s = 0; s < nshapes; s++)
     for (int layer = 0; layer < 2; layer++) {
       size_t rows = full_shapes[s][0], n = full_shapes[s][1];
-      bml_verify_line line = {.check = bml__kernel_name(k), .fma = cs->build->emulated_fma ? "emulated" : "native",
-                              .rows = rows, .n = n, .regime = layer ? "layer" : "random"};
       case_data d = {0};
-      char detail[160];
       int rc = make_case(rows, n, layer, 0x5eed0000u + s * 2 + (unsigned)layer, &d);
-      if (rc == 0)
-        check_product(cs, k, d.w, rows, n, d.a, d.want, &line, detail, sizeof detail);
-      else
-        line.detail = "out of memory for the test data", line.first_bad = -1;
-      free_case(&d);
-      emit(v, &line);
+      check_case(v, cs, k, rows, n, layer ? "layer" : "random", rc, &d);
     }
-  bml_verify_line line = {.check = bml__kernel_name(k), .fma = cs->build->emulated_fma ? "emulated" : "native",
-                          .rows = INF_ROWS, .n = INF_N, .regime = "infinite"};
   case_data d = {0};
-  char detail[160];
-  if (make_infinite_case(&d) == 0)
-    check_product(cs, k, d.w, INF_ROWS, INF_N, d.a, d.want, &line, detail, sizeof detail);
-  else
-    line.detail = "out of memory for the test data", line.first_bad = -1;
-  free_case(&d);
-  emit(v, &line);
+  int rc = make_infinite_case(&d);
+  check_case(v, cs, k, INF_ROWS, INF_N, "infinite", rc, &d);
 }
 
 /* Every case of ggml's golden file, one line per kernel and build: ggml's
