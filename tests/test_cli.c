@@ -490,10 +490,13 @@ static void expect_modes(json_t *root, const char *const *modes, size_t nmodes) 
   }
 }
 
-Test(cli, bench_card_and_split_on_pocl_are_exact) {
+/* bench on PoCL with a share of 0.5 (PoCL's calibrated share may be too
+ * small for a worker): its JSON; the test skips where no card is used. */
+static json_t *pocl_bench_json(const char *const *args) {
   use_pocl();
-  setenv("BANKML_GPU_SHARE", "0.5", 1); /* PoCL's calibrated share may be too small for a worker */
-  struct run r = RUN("bench", "--card", "--split", "--quick", "--json", "--shape", "384x1024", "--threads", "2");
+  setenv("BANKML_GPU_SHARE", "0.5", 1);
+  struct run r = run_cli(args);
+  unsetenv("BANKML_GPU_SHARE");
   if (strstr(r.err, "no card is used")) {
     run_free(&r);
     cr_skip_test("no PoCL device here");
@@ -501,33 +504,28 @@ Test(cli, bench_card_and_split_on_pocl_are_exact) {
   cr_assert_eq(r.status, 0, "exit %d, stderr: %s", r.status, r.err);
   json_t *root = json_loads(r.out, 0, NULL);
   cr_assert_not_null(root, "%s", r.out);
+  run_free(&r);
+  return root;
+}
+
+Test(cli, bench_card_and_split_on_pocl_are_exact) {
+  json_t *root = pocl_bench_json((const char *const[]){"bench", "--card", "--split", "--quick", "--json", "--shape",
+                                                        "384x1024", "--threads", "2", NULL});
   static const char *const modes[] = {"card", "card-pipelined", "split", "split-pipelined"};
   expect_modes(root, modes, 4);
   cr_expect(json_real_value(json_object_get(root, "card_read_gbps")) > 0, "no read bandwidth measured");
   json_decref(root);
-  run_free(&r);
-  unsetenv("BANKML_GPU_SHARE");
 }
 
 Test(cli, bench_model_token_on_pocl_is_exact) {
-  use_pocl();
-  setenv("BANKML_GPU_SHARE", "0.5", 1);
-  struct run r = RUN("bench", "--cpu", "--card", "--model", "bonsai-1.7b", "--runs", "1", "--warmup", "0", "--threads", "2", "--json");
-  if (strstr(r.err, "no card is used")) {
-    run_free(&r);
-    cr_skip_test("no PoCL device here");
-  }
-  cr_assert_eq(r.status, 0, "exit %d, stderr: %s", r.status, r.err);
-  json_t *root = json_loads(r.out, 0, NULL);
-  cr_assert_not_null(root, "%s", r.out);
+  json_t *root = pocl_bench_json((const char *const[]){"bench", "--cpu", "--card", "--model", "bonsai-1.7b", "--runs",
+                                                        "1", "--warmup", "0", "--threads", "2", "--json", NULL});
   static const char *const modes[] = {"cpu", "card-pipelined", "card-round-trips"};
   expect_modes(root, modes, 3);
   json_t *row = json_array_get(json_object_get(root, "results"), 1);
   cr_expect_str_eq(json_string_value(json_object_get(row, "label")), "bonsai-1.7b");
   cr_expect_eq(json_integer_value(json_object_get(row, "products_per_run")), 197, "28 layers of 7 and the head");
   json_decref(root);
-  run_free(&r);
-  unsetenv("BANKML_GPU_SHARE");
 }
 
 Test(cli, bench_unknown_model_exits_2_naming_it) {
