@@ -202,8 +202,9 @@ void q1_0_mat_vec8(__global const uint4 *restrict bits, __global const float *re
  * Per tile the work-group builds the next tile's table (from activation
  * values loaded a tile earlier) into the other half of a double buffer and
  * stages the next tile's scales d0 in local memory, while each work-item's
- * weights are loaded BML_LAHEAD tiles ahead: a tile costs one barrier and,
- * once the pipeline is full, no wait on memory.  A card with less than
+ * weights for the tiles to come load into a ring of BML_LAHEAD tiles (the
+ * one in use and BML_LAHEAD - 1 ahead; a slot is refilled once its tile's
+ * lookups are issued): a tile costs one barrier.  A card with less than
  * about 34 KiB of local memory builds with BML_LHALVES=1: one table, built
  * after the tile's lookups, behind a second barrier.
  */
@@ -217,7 +218,7 @@ void q1_0_mat_vec8(__global const uint4 *restrict bits, __global const float *re
 #define BML_LRRPT 4 /* q1_0_mat_vec_lr: rows per work-item (1 to 4) */
 #endif
 #ifndef BML_LAHEAD
-#define BML_LAHEAD 2 /* tiles of weights in flight per work-item: 2 to 4 */
+#define BML_LAHEAD 2 /* tiles of weights a work-item holds (the one in use and the next, loading): 2 to 4 */
 #endif
 #ifndef BML_LHALVES
 #define BML_LHALVES 2 /* 2: the table double-buffered (32 KiB); 1: one buffer, two barriers a tile */
@@ -276,8 +277,9 @@ inline void bml_lbuild(__local float *tab, uint u, const bml_lsrc *x, const uint
 
 /* A table word of block j of the tile: its byte address is the block's
  * offset plus ((4 * pattern) ^ c) where c (bml_lc) holds the tile half, the
- * sub-block, the lane and the swizzle: a shift and one three-input logic
- * operation per lookup. */
+ * sub-block, the lane and the swizzle.  BML_LBLOCK (a tile's last blocks)
+ * spends a shift and one three-input logic operation per lookup; BML_LWORD
+ * (full tiles) less (below). */
 #define BML_LT(j, byteoff) (*(__local const float *)((__local const char *)tab + (j) * (512u * 4u) + (byteoff)))
 #define BML_LNIB(x, sh) (((sh) >= 2 ? (x) >> ((sh) - 2) : (x) << (2 - (sh))) & 0x3Cu) /* 4 * bits sh..sh+3 of x */
 
@@ -293,6 +295,39 @@ inline void bml_lbuild(__local float *tab, uint u, const bml_lsrc *x, const uint
     acc = BML_OUTER((dl)[(j) * gr], ab_, acc);                                    \
   } while (0)
 
+/* Two blocks at once (a full tile): the word x holds block ja's 16 bits in
+ * its low half and block ja + 1's in its high half.  Two shifts and two
+ * three-input logic operations put all eight lookups' low address bytes,
+ * 4 * pattern ^ the low byte of c, one to a byte (y02: sub-blocks 0 and 2;
+ * y13: 1 and 3, each for ja, then ja + 1); a lookup then takes its byte
+ * into the low byte of the rest of c (h0..h3, whose low bytes are 0): one
+ * byte permute where the device has one (-DBML_PRMT=1: PTX's prmt). */
+#if defined(BML_PRMT) && BML_PRMT
+inline uint bml_byte_into(uint y, uint h, uint m) {
+  uint r;
+  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(y), "r"(h), "r"(0x7650u | m));
+  return r;
+}
+#else
+inline uint bml_byte_into(uint y, uint h, uint m) { return h | ((y >> (8u * m)) & 0xFFu); }
+#endif
+
+#define BML_LWORD(x, ja, acc, dl)                                                 \
+  do {                                                                            \
+    const uint y02 = (((x) << 2) & 0x3C3C3C3Cu) ^ z02;                            \
+    const uint y13 = (((x) >> 2) & 0x3C3C3C3Cu) ^ z13;                            \
+    float ab_ = BML_LT(ja, bml_byte_into(y02, h0, 0u));                           \
+    ab_ = ab_ + BML_LT(ja, bml_byte_into(y13, h1, 0u));                           \
+    ab_ = ab_ + BML_LT(ja, bml_byte_into(y02, h2, 1u));                           \
+    ab_ = ab_ + BML_LT(ja, bml_byte_into(y13, h3, 1u));                           \
+    acc = BML_OUTER((dl)[(ja) * gr], ab_, acc);                                   \
+    ab_ = BML_LT((ja) + 1u, bml_byte_into(y02, h0, 2u));                          \
+    ab_ = ab_ + BML_LT((ja) + 1u, bml_byte_into(y13, h1, 2u));                    \
+    ab_ = ab_ + BML_LT((ja) + 1u, bml_byte_into(y02, h2, 3u));                    \
+    ab_ = ab_ + BML_LT((ja) + 1u, bml_byte_into(y13, h3, 3u));                    \
+    acc = BML_OUTER((dl)[((ja) + 1u) * gr], ab_, acc);                            \
+  } while (0)
+
 /* c of sub-block k for lane l in tile half par: the byte offset of the
  * pair's 16 words in block 0, with the swizzle in bits 2..5. */
 inline uint bml_lc(uint par, uint k, uint l) {
@@ -305,13 +340,13 @@ inline uint bml_lc(uint par, uint k, uint l) {
  * the sources of the tile after it. */
 #define BML_LNEXT(tb, slot)                                                                              \
   if ((tb) + 1u < nt) {                                                                                  \
-    const uint nx = (tb) + 1u, kb = min(8u, nb - nx * 8u);                                               \
+    const uint nx_ = (tb) + 1u, kb_ = min(8u, nb - nx_ * 8u);                                            \
     for (uint i = 0; i < units; i++)                                                                     \
-      if ((lid + i * wg) % 256u / 32u < kb)                                                              \
-        bml_lbuild(tab + (nx & 1u) * (BML_LHALVES - 1u) * BML_LTAB, lid + i * wg, &src[i], unit);         \
+      if ((lid + i * wg) % 256u / 32u < kb_)                                                             \
+        bml_lbuild(tab + (nx_ & 1u) * (BML_LHALVES - 1u) * BML_LTAB, lid + i * wg, &src[i], unit);       \
     if ((tb) + 2u < nt)                                                                                  \
-      for (uint i = 0; i < units; i++) bml_lsrc_load(&src[i], lid + i * wg, (tb) + 2u, nb, q, d1);   \
-    for (uint i = 0; i < rpt; i++) dtab[(nx & 1u) * 8u * gr + l * gr + i * lr + rr] = live[i] ? dq[slot][i] : 0.0f; \
+      for (uint i = 0; i < units; i++) bml_lsrc_load(&src[i], lid + i * wg, (tb) + 2u, nb, q, d1);       \
+    for (uint i = 0; i < rpt; i++) dtab[(nx_ & 1u) * 8u * gr + l * gr + i * lr + rr] = live[i] ? dq[slot][i] : 0.0f; \
   }
 
 /* The body of the table kernels: work-group grp of a product; lr and rpt
@@ -358,54 +393,55 @@ inline void bml_lanes(__global const uint4 *bits, __global const float *d0, __gl
 #pragma unroll
   for (uint i = 0; i < rpt; i++) acc[i] = 0.0f;
   barrier(CLK_LOCAL_MEM_FENCE);
-  for (uint tb = 0; tb < nt; tb++) {
-    uint4 w[4];
+  /* The weights' queue is a ring: tile t is in slot t % BML_LAHEAD, and a
+   * tile's slot is refilled (BML_LAHEAD tiles on) once its lookups are
+   * issued.  The loop is unrolled by BML_LAHEAD so every slot index is a
+   * constant and nothing moves between registers. */
+  for (uint tb0 = 0; tb0 < nt; tb0 += BML_LAHEAD) {
 #pragma unroll
-    for (uint i = 0; i < rpt; i++) w[i] = wq[0][i];
+    for (uint ph = 0; ph < BML_LAHEAD; ph++) {
+      const uint tb = tb0 + ph, ns = ph + 1u == BML_LAHEAD ? 0u : ph + 1u; /* ns: tile tb + 1's slot */
+      if (tb >= nt) break;
 #if BML_LHALVES == 2
-    BML_LNEXT(tb, 1); /* before the queue moves: slot 1 is tile tb + 1 */
+      BML_LNEXT(tb, ns);
 #endif
+      const uint par = (tb & 1u) * (BML_LHALVES - 1u); /* the table's half */
+      const uint c0 = bml_lc(par, 0, l), c1 = bml_lc(par, 1, l), c2 = bml_lc(par, 2, l), c3 = bml_lc(par, 3, l);
+      const uint h0 = c0 & ~0xFFu, h1 = c1 & ~0xFFu, h2 = c2 & ~0xFFu, h3 = c3 & ~0xFFu;
+      const uint z02 = (c0 & 0xFFu) * 0x00010001u | (c2 & 0xFFu) * 0x01000100u;
+      const uint z13 = (c1 & 0xFFu) * 0x00010001u | (c3 & 0xFFu) * 0x01000100u;
+      const uint kb = min(8u, nb - tb * 8u);
 #pragma unroll
-    for (uint a = 0; a + 1u < BML_LAHEAD; a++)
-#pragma unroll
-      for (uint i = 0; i < rpt; i++) wq[a][i] = wq[a + 1u][i], dq[a][i] = dq[a + 1u][i];
-    {
-      const uint t = tb + BML_LAHEAD;
-#pragma unroll
-      for (uint i = 0; i < rpt; i++)
-        if (live[i] && t < nt) {
-          const uint at = (t * 8u + l) * rows + row0 + i * lr;
-          wq[BML_LAHEAD - 1][i] = bits[at];
-          dq[BML_LAHEAD - 1][i] = d0[at];
+      for (uint i = 0; i < rpt; i++) {
+        if (!live[i]) continue;
+        __local const float *dl = dtab + (tb & 1u) * 8u * gr + i * lr + rr;
+        const uint4 x = wq[ph][i];
+        if (kb == 8u) {
+          BML_LWORD(x.x, 0u, acc[i], dl);
+          BML_LWORD(x.y, 2u, acc[i], dl);
+          BML_LWORD(x.z, 4u, acc[i], dl);
+          BML_LWORD(x.w, 6u, acc[i], dl);
+        } else { /* the last tile of a row whose blocks are not a multiple of 8 */
+          const uint ws[8] = {x.x, x.x >> 16, x.y, x.y >> 16, x.z, x.z >> 16, x.w, x.w >> 16};
+          for (uint j = 0; j < kb; j++) BML_LBLOCK(ws[j], 0, j, acc[i], dl);
         }
-    }
-    const uint par = (tb & 1u) * (BML_LHALVES - 1u); /* the table's half */
-    const uint c0 = bml_lc(par, 0, l), c1 = bml_lc(par, 1, l), c2 = bml_lc(par, 2, l), c3 = bml_lc(par, 3, l);
-    const uint kb = min(8u, nb - tb * 8u);
-#pragma unroll
-    for (uint i = 0; i < rpt; i++) {
-      if (!live[i]) continue;
-      __local const float *dl = dtab + (tb & 1u) * 8u * gr + i * lr + rr;
-      const uint4 x = w[i];
-      if (kb == 8u) {
-        BML_LBLOCK(x.x, 0, 0u, acc[i], dl);
-        BML_LBLOCK(x.x, 16, 1u, acc[i], dl);
-        BML_LBLOCK(x.y, 0, 2u, acc[i], dl);
-        BML_LBLOCK(x.y, 16, 3u, acc[i], dl);
-        BML_LBLOCK(x.z, 0, 4u, acc[i], dl);
-        BML_LBLOCK(x.z, 16, 5u, acc[i], dl);
-        BML_LBLOCK(x.w, 0, 6u, acc[i], dl);
-        BML_LBLOCK(x.w, 16, 7u, acc[i], dl);
-      } else { /* the last tile of a row whose blocks are not a multiple of 8 */
-        const uint ws[8] = {x.x, x.x >> 16, x.y, x.y >> 16, x.z, x.z >> 16, x.w, x.w >> 16};
-        for (uint j = 0; j < kb; j++) BML_LBLOCK(ws[j], 0, j, acc[i], dl);
       }
-    }
-    barrier(CLK_LOCAL_MEM_FENCE);
+      {
+        const uint t = tb + BML_LAHEAD;
+#pragma unroll
+        for (uint i = 0; i < rpt; i++)
+          if (live[i] && t < nt) {
+            const uint at = (t * 8u + l) * rows + row0 + i * lr;
+            wq[ph][i] = bits[at];
+            dq[ph][i] = d0[at];
+          }
+      }
+      barrier(CLK_LOCAL_MEM_FENCE);
 #if BML_LHALVES == 1
-    BML_LNEXT(tb, 0); /* the queue has moved: slot 0 is tile tb + 1 */
-    barrier(CLK_LOCAL_MEM_FENCE);
+      BML_LNEXT(tb, ns);
+      barrier(CLK_LOCAL_MEM_FENCE);
 #endif
+    }
   }
   /* join the lanes: the table is free now */
 #pragma unroll

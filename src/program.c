@@ -30,6 +30,9 @@ int bml__card_open(const bml__cl_info *ci, bml__card **out, char *err, size_t er
   c->host_unified = ci->host_unified != 0;
   c->cr_divide_sqrt = (ci->fp32 & CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT) != 0;
   c->local_mem = ci->local_mem;
+  /* NVIDIA's driver compiles OpenCL C to PTX and takes PTX inline; another
+   * implementation of an NVIDIA card (PoCL's CUDA device) may not. */
+  c->prmt = ci->vendor_id == 0x10de && ci->platform_vendor && strstr(ci->platform_vendor, "NVIDIA");
   bml__card_set_tunables(c, 32, 32, 4);
   c->lr_from = SIZE_MAX;
   cl_context_properties props[] = {CL_CONTEXT_PLATFORM, (cl_context_properties)ci->platform, 0};
@@ -115,10 +118,10 @@ size_t bml__card_wg8(const bml__card *c) {
  * -cl-unsafe-math-optimizations or -cl-denorms-are-zero. */
 static void build_options(const bml__card *c, bool emulate, const char *extra, char *buf, size_t len) {
   size_t wg8 = bml__card_wg8(c);
-  snprintf(buf, len, "-DBML_WG=%zu -DBML_LROWS=%zu -DBML_LRROWS=%zu -DBML_LRRPT=%zu -DBML_LHALVES=%d%s%s%s%s", wg8,
+  snprintf(buf, len, "-DBML_WG=%zu -DBML_LROWS=%zu -DBML_LRROWS=%zu -DBML_LRRPT=%zu -DBML_LHALVES=%d%s%s%s%s%s", wg8,
            c->lrows, c->lrrows, c->lrrpt, bml__card_table_halves2(c) ? 2 : 1,
            c->cr_divide_sqrt ? " -cl-fp32-correctly-rounded-divide-sqrt" : "", emulate ? " -DBML_EMULATE_FMA=1" : "",
-           extra && *extra ? " " : "", extra ? extra : "");
+           c->prmt ? " -DBML_PRMT=1" : "", extra && *extra ? " " : "", extra ? extra : "");
 }
 
 /* The build log, or "" when the driver gives none.  malloc'd. */
@@ -165,6 +168,16 @@ int bml__card_build(bml__card *c, bool emulate, const char *extra, bml__build *b
     goto fail;
   }
   rc = clBuildProgram(b->program, 1, &c->dev, b->options, NULL, NULL);
+  if (rc == CL_BUILD_PROGRAM_FAILURE && c->prmt) {
+    /* the inline PTX was refused: the plain C formulation, the same bits */
+    char *text = build_log(c, b->program);
+    bml__debug(BML_CAT_BUILD, "\"%s\": no build with -DBML_PRMT=1 (%s); building without", c->name,
+               text && *text ? text : "no log");
+    free(text);
+    c->prmt = false;
+    build_options(c, emulate, extra, b->options, sizeof b->options);
+    rc = clBuildProgram(b->program, 1, &c->dev, b->options, NULL, NULL);
+  }
   if (rc != CL_SUCCESS) {
     char *text = build_log(c, b->program);
     *log = describe_failure("clBuildProgram", rc, b->options, text);

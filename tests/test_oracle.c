@@ -347,6 +347,34 @@ Test(oracle, slabs_reuse_freed_ranges_merge_them_and_release_empty_slabs) {
   bml_devices_free(l);
 }
 
+/* NVIDIA's driver builds the kernels with PTX's prmt inline; any other
+ * compiler that refuses it gets the plain C formulation (the same bits,
+ * which the oracle checks), not a failed build. */
+Test(oracle, the_prmt_build_is_nvidias_and_a_refusal_falls_back_to_plain_c) {
+  size_t i;
+  bml_devices *l = card_under_test(&i);
+  char err[256];
+  bml__card *c = NULL;
+  cr_assert_eq(bml__card_open(&l->dev[i].cl, &c, err, sizeof err), 0, "%s", err);
+  bml__card_set_tunables(c, 32, 32, 4);
+  const bool nvidia = strstr(bml_devices_get(l, i)->platform, "NVIDIA") != NULL;
+  cr_expect_eq(c->prmt, nvidia, "prmt chosen for \"%s\"", bml_devices_get(l, i)->platform);
+  c->prmt = true;
+  bml__build b;
+  char *log = NULL;
+  cr_assert_eq(bml__card_build(c, false, NULL, &b, &log), 0, "%s", log ? log : "");
+  if (nvidia) {
+    cr_expect(c->prmt && strstr(b.options, "-DBML_PRMT=1") != NULL, "%s", b.options);
+  } else {
+    cr_expect(!c->prmt, "the refused option is still chosen");
+    cr_expect(strstr(b.options, "BML_PRMT") == NULL, "built with %s", b.options);
+  }
+  bml__build_release(&b);
+  free(log);
+  bml__card_close(c);
+  bml_devices_free(l);
+}
+
 /* Planning needs no device: a card's table shapes and matrices' chunks. */
 static const bml__card plan_card = {.lrows = 32, .lrrows = 32, .lrrpt = 4};
 
