@@ -277,9 +277,9 @@ inline void bml_lbuild(__local float *tab, uint u, const bml_lsrc *x, const uint
 
 /* A table word of block j of the tile: its byte address is the block's
  * offset plus ((4 * pattern) ^ c) where c (bml_lc) holds the tile half, the
- * sub-block, the lane and the swizzle.  BML_LBLOCK (a tile's last blocks)
- * spends a shift and one three-input logic operation per lookup; BML_LWORD
- * (full tiles) less (below). */
+ * sub-block, the lane and the swizzle.  BML_LBLOCK spends a shift and one
+ * three-input logic operation per lookup; BML_LWORD (full tiles, where
+ * the device permutes bytes) less (below). */
 #define BML_LT(j, byteoff) (*(__local const float *)((__local const char *)tab + (j) * (512u * 4u) + (byteoff)))
 #define BML_LNIB(x, sh) (((sh) >= 2 ? (x) >> ((sh) - 2) : (x) << (2 - (sh))) & 0x3Cu) /* 4 * bits sh..sh+3 of x */
 
@@ -300,16 +300,23 @@ inline void bml_lbuild(__local float *tab, uint u, const bml_lsrc *x, const uint
  * three-input logic operations put all eight lookups' low address bytes,
  * 4 * pattern ^ the low byte of c, one to a byte (y02: sub-blocks 0 and 2;
  * y13: 1 and 3, each for ja, then ja + 1); a lookup then takes its byte
- * into the low byte of the rest of c (h0..h3, whose low bytes are 0): one
- * byte permute where the device has one (-DBML_PRMT=1: PTX's prmt). */
+ * into the low byte of the rest of c (h0..h3, whose low bytes are 0) with
+ * one byte permute: -DBML_PRMT=1, PTX's prmt (NVIDIA's compiler).
+ * -DBML_LWORD_C=1 writes the permute in C (a shift and a logic operation,
+ * no faster than BML_LBLOCK): the tests check the formulation's bits with
+ * it on any device.  Without either, full tiles take BML_LBLOCK too. */
 #if defined(BML_PRMT) && BML_PRMT
+#define BML_USE_LWORD 1
 inline uint bml_byte_into(uint y, uint h, uint m) {
   uint r;
   asm("prmt.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(y), "r"(h), "r"(0x7650u | m));
   return r;
 }
-#else
+#elif defined(BML_LWORD_C) && BML_LWORD_C
+#define BML_USE_LWORD 1
 inline uint bml_byte_into(uint y, uint h, uint m) { return h | ((y >> (8u * m)) & 0xFFu); }
+#else
+#define BML_USE_LWORD 0
 #endif
 
 #define BML_LWORD(x, ja, acc, dl)                                                 \
@@ -407,9 +414,11 @@ inline void bml_lanes(__global const uint4 *bits, __global const float *d0, __gl
 #endif
       const uint par = (tb & 1u) * (BML_LHALVES - 1u); /* the table's half */
       const uint c0 = bml_lc(par, 0, l), c1 = bml_lc(par, 1, l), c2 = bml_lc(par, 2, l), c3 = bml_lc(par, 3, l);
+#if BML_USE_LWORD
       const uint h0 = c0 & ~0xFFu, h1 = c1 & ~0xFFu, h2 = c2 & ~0xFFu, h3 = c3 & ~0xFFu;
       const uint z02 = (c0 & 0xFFu) * 0x00010001u | (c2 & 0xFFu) * 0x01000100u;
       const uint z13 = (c1 & 0xFFu) * 0x00010001u | (c3 & 0xFFu) * 0x01000100u;
+#endif
       const uint kb = min(8u, nb - tb * 8u);
 #pragma unroll
       for (uint i = 0; i < rpt; i++) {
@@ -417,10 +426,21 @@ inline void bml_lanes(__global const uint4 *bits, __global const float *d0, __gl
         __local const float *dl = dtab + (tb & 1u) * 8u * gr + i * lr + rr;
         const uint4 x = wq[ph][i];
         if (kb == 8u) {
+#if BML_USE_LWORD
           BML_LWORD(x.x, 0u, acc[i], dl);
           BML_LWORD(x.y, 2u, acc[i], dl);
           BML_LWORD(x.z, 4u, acc[i], dl);
           BML_LWORD(x.w, 6u, acc[i], dl);
+#else
+          BML_LBLOCK(x.x, 0, 0u, acc[i], dl);
+          BML_LBLOCK(x.x, 16, 1u, acc[i], dl);
+          BML_LBLOCK(x.y, 0, 2u, acc[i], dl);
+          BML_LBLOCK(x.y, 16, 3u, acc[i], dl);
+          BML_LBLOCK(x.z, 0, 4u, acc[i], dl);
+          BML_LBLOCK(x.z, 16, 5u, acc[i], dl);
+          BML_LBLOCK(x.w, 0, 6u, acc[i], dl);
+          BML_LBLOCK(x.w, 16, 7u, acc[i], dl);
+#endif
         } else { /* the last tile of a row whose blocks are not a multiple of 8 */
           const uint ws[8] = {x.x, x.x >> 16, x.y, x.y >> 16, x.z, x.z >> 16, x.w, x.w >> 16};
           for (uint j = 0; j < kb; j++) BML_LBLOCK(ws[j], 0, j, acc[i], dl);

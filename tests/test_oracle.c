@@ -139,6 +139,25 @@ Test(oracle, an_unfused_outer_fma_is_refused_with_the_row_named) {
   bml_devices_free(l);
 }
 
+/* The byte-permute lookups (BML_LWORD, NVIDIA's build) written in C: the
+ * same bits as the reference on this card too. */
+Test(oracle, the_byte_permute_lookups_written_in_c_pass_every_check) {
+  size_t i;
+  bml_devices *l = card_under_test(&i);
+  bml__oracle_hooks h = {.extra_options = "-DBML_LWORD_C=1", .quick = true};
+  bml__oracle_set_hooks(&h);
+  static collected c;
+  cr_expect_eq(verify(l, i, &c, 1), 0);
+  size_t checked = 0;
+  for (size_t k = 0; k < c.n; k++) {
+    cr_expect(c.lines[k].ok, "%s %s %zux%zu %s refused", c.lines[k].check, c.lines[k].fma, c.lines[k].rows,
+              c.lines[k].n, c.lines[k].regime);
+    checked += strcmp(c.lines[k].check, "q1_0_mat_vec_lr") == 0 && c.lines[k].total > 0;
+  }
+  cr_expect(checked >= 4, "q1_0_mat_vec_lr checked on %zu shapes only", checked);
+  bml_devices_free(l);
+}
+
 /* Verifies the card under test with extra build options that break the
  * build: the verification must refuse the device, its last line being the
  * failed build.  Returns that line (in c). */
