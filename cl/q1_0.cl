@@ -202,9 +202,10 @@ void q1_0_mat_vec8(__global const uint4 *restrict bits, __global const float *re
  * Per tile the work-group builds the next tile's table (from activation
  * values loaded a tile earlier) into the other half of a double buffer and
  * stages the next tile's scales d0 in local memory, while each work-item's
- * weights for the tiles to come load into a ring of BML_LAHEAD tiles (the
- * one in use and BML_LAHEAD - 1 ahead; a slot is refilled once its tile's
- * lookups are issued): a tile costs one barrier.  A card with less than
+ * weights load BML_LAHEAD tiles ahead into a queue in registers (with
+ * -DBML_RING=1, NVIDIA's build: a ring of BML_LAHEAD tiles, the one in use
+ * and those ahead, a slot refilled once its tile's lookups are issued):
+ * a tile costs one barrier.  A card with less than
  * about 34 KiB of local memory builds with BML_LHALVES=1: one table, built
  * after the tile's lookups, behind a second barrier.
  */
@@ -218,7 +219,10 @@ void q1_0_mat_vec8(__global const uint4 *restrict bits, __global const float *re
 #define BML_LRRPT 4 /* q1_0_mat_vec_lr: rows per work-item (1 to 4) */
 #endif
 #ifndef BML_LAHEAD
-#define BML_LAHEAD 2 /* tiles of weights a work-item holds (the one in use and the next, loading): 2 to 4 */
+#define BML_LAHEAD 2 /* tiles of weights a work-item holds besides the one in use (a ring: with it): 2 to 4 */
+#endif
+#ifndef BML_RING
+#define BML_RING 0 /* 1: the weights' queue a ring, the tile loop unrolled by BML_LAHEAD (NVIDIA) */
 #endif
 #ifndef BML_LHALVES
 #define BML_LHALVES 2 /* 2: the table double-buffered (32 KiB); 1: one buffer, two barriers a tile */
@@ -356,6 +360,66 @@ inline uint bml_lc(uint par, uint k, uint l) {
     for (uint i = 0; i < rpt; i++) dtab[(nx_ & 1u) * 8u * gr + l * gr + i * lr + rr] = live[i] ? dq[slot][i] : 0.0f; \
   }
 
+/* A full tile's lookups of a row (x: its lane's words), and what they need. */
+#if BML_USE_LWORD
+#define BML_LFULL(x, acc, dl)                                                                           \
+  BML_LWORD((x).x, 0u, acc, dl);                                                                        \
+  BML_LWORD((x).y, 2u, acc, dl);                                                                        \
+  BML_LWORD((x).z, 4u, acc, dl);                                                                        \
+  BML_LWORD((x).w, 6u, acc, dl)
+#define BML_LBYTES(c0, c1, c2, c3)                                                                      \
+  const uint h0 = (c0) & ~0xFFu, h1 = (c1) & ~0xFFu, h2 = (c2) & ~0xFFu, h3 = (c3) & ~0xFFu;            \
+  const uint z02 = ((c0) & 0xFFu) * 0x00010001u | ((c2) & 0xFFu) * 0x01000100u;                         \
+  const uint z13 = ((c1) & 0xFFu) * 0x00010001u | ((c3) & 0xFFu) * 0x01000100u
+#else
+#define BML_LFULL(x, acc, dl)                                                                           \
+  BML_LBLOCK((x).x, 0, 0u, acc, dl);                                                                    \
+  BML_LBLOCK((x).x, 16, 1u, acc, dl);                                                                   \
+  BML_LBLOCK((x).y, 0, 2u, acc, dl);                                                                    \
+  BML_LBLOCK((x).y, 16, 3u, acc, dl);                                                                   \
+  BML_LBLOCK((x).z, 0, 4u, acc, dl);                                                                    \
+  BML_LBLOCK((x).z, 16, 5u, acc, dl);                                                                   \
+  BML_LBLOCK((x).w, 0, 6u, acc, dl);                                                                    \
+  BML_LBLOCK((x).w, 16, 7u, acc, dl)
+#define BML_LBYTES(c0, c1, c2, c3) (void)0
+#endif
+/* Tile tb's lookups for the work-item's rows (its lane l, row slice rr of
+ * lr, rpt rows of gr a work-group), from their words w[i], into acc[i]. */
+inline void bml_lookups(__local const float *tab, __local const float *dtab, const uint4 *w, float *acc,
+                        const bool *live, const uint tb, const uint nb, const uint l, const uint rr,
+                        const uint lr, const uint gr, const uint rpt) {
+  const uint par = (tb & 1u) * (BML_LHALVES - 1u); /* the table's half */
+  const uint c0 = bml_lc(par, 0, l), c1 = bml_lc(par, 1, l), c2 = bml_lc(par, 2, l), c3 = bml_lc(par, 3, l);
+  BML_LBYTES(c0, c1, c2, c3);
+  const uint kb = min(8u, nb - tb * 8u);
+#pragma unroll
+  for (uint i = 0; i < rpt; i++) {
+    if (!live[i]) continue;
+    __local const float *dl = dtab + (tb & 1u) * 8u * gr + i * lr + rr;
+    const uint4 x = w[i];
+    if (kb == 8u) {
+      BML_LFULL(x, acc[i], dl);
+    } else { /* the last tile of a row whose blocks are not a multiple of 8 */
+      const uint ws[8] = {x.x, x.x >> 16, x.y, x.y >> 16, x.z, x.z >> 16, x.w, x.w >> 16};
+      for (uint j = 0; j < kb; j++) BML_LBLOCK(ws[j], 0, j, acc[i], dl);
+    }
+  }
+}
+
+/* Tile t's weights and scales d0 of the work-item's rows into a slot of
+ * the queue (w, d). */
+inline void bml_refill(__global const uint4 *bits, __global const float *d0, uint4 *w, float *d, const bool *live,
+                       const uint t, const uint nt, const uint l, const uint rows, const uint row0, const uint lr,
+                       const uint rpt) {
+#pragma unroll
+  for (uint i = 0; i < rpt; i++)
+    if (live[i] && t < nt) {
+      const uint at = (t * 8u + l) * rows + row0 + i * lr;
+      w[i] = bits[at];
+      d[i] = d0[at];
+    }
+}
+
 /* The body of the table kernels: work-group grp of a product; lr and rpt
  * are constants where it is inlined.  tab: BML_LHALVES * BML_LTAB floats;
  * dtab: 2 * 8 * lr * rpt floats. */
@@ -375,14 +439,7 @@ inline void bml_lanes(__global const uint4 *bits, __global const float *d0, __gl
   uint4 wq[BML_LAHEAD][4];
   float dq[BML_LAHEAD][4];
 #pragma unroll
-  for (uint a = 0; a < BML_LAHEAD; a++)
-#pragma unroll
-    for (uint i = 0; i < rpt; i++)
-      if (live[i] && a < nt) {
-        const uint at = (a * 8u + l) * rows + row0 + i * lr;
-        wq[a][i] = bits[at];
-        dq[a][i] = d0[at];
-      }
+  for (uint a = 0; a < BML_LAHEAD; a++) bml_refill(bits, d0, wq[a], dq[a], live, a, nt, l, rows, row0, lr, rpt);
   /* tile 0's table now, tile 1's sources loaded */
   bml_lsrc src[4];
 #pragma unroll
@@ -400,6 +457,7 @@ inline void bml_lanes(__global const uint4 *bits, __global const float *d0, __gl
 #pragma unroll
   for (uint i = 0; i < rpt; i++) acc[i] = 0.0f;
   barrier(CLK_LOCAL_MEM_FENCE);
+#if BML_RING
   /* The weights' queue is a ring: tile t is in slot t % BML_LAHEAD, and a
    * tile's slot is refilled (BML_LAHEAD tiles on) once its lookups are
    * issued.  The loop is unrolled by BML_LAHEAD so every slot index is a
@@ -412,50 +470,8 @@ inline void bml_lanes(__global const uint4 *bits, __global const float *d0, __gl
 #if BML_LHALVES == 2
       BML_LNEXT(tb, ns);
 #endif
-      const uint par = (tb & 1u) * (BML_LHALVES - 1u); /* the table's half */
-      const uint c0 = bml_lc(par, 0, l), c1 = bml_lc(par, 1, l), c2 = bml_lc(par, 2, l), c3 = bml_lc(par, 3, l);
-#if BML_USE_LWORD
-      const uint h0 = c0 & ~0xFFu, h1 = c1 & ~0xFFu, h2 = c2 & ~0xFFu, h3 = c3 & ~0xFFu;
-      const uint z02 = (c0 & 0xFFu) * 0x00010001u | (c2 & 0xFFu) * 0x01000100u;
-      const uint z13 = (c1 & 0xFFu) * 0x00010001u | (c3 & 0xFFu) * 0x01000100u;
-#endif
-      const uint kb = min(8u, nb - tb * 8u);
-#pragma unroll
-      for (uint i = 0; i < rpt; i++) {
-        if (!live[i]) continue;
-        __local const float *dl = dtab + (tb & 1u) * 8u * gr + i * lr + rr;
-        const uint4 x = wq[ph][i];
-        if (kb == 8u) {
-#if BML_USE_LWORD
-          BML_LWORD(x.x, 0u, acc[i], dl);
-          BML_LWORD(x.y, 2u, acc[i], dl);
-          BML_LWORD(x.z, 4u, acc[i], dl);
-          BML_LWORD(x.w, 6u, acc[i], dl);
-#else
-          BML_LBLOCK(x.x, 0, 0u, acc[i], dl);
-          BML_LBLOCK(x.x, 16, 1u, acc[i], dl);
-          BML_LBLOCK(x.y, 0, 2u, acc[i], dl);
-          BML_LBLOCK(x.y, 16, 3u, acc[i], dl);
-          BML_LBLOCK(x.z, 0, 4u, acc[i], dl);
-          BML_LBLOCK(x.z, 16, 5u, acc[i], dl);
-          BML_LBLOCK(x.w, 0, 6u, acc[i], dl);
-          BML_LBLOCK(x.w, 16, 7u, acc[i], dl);
-#endif
-        } else { /* the last tile of a row whose blocks are not a multiple of 8 */
-          const uint ws[8] = {x.x, x.x >> 16, x.y, x.y >> 16, x.z, x.z >> 16, x.w, x.w >> 16};
-          for (uint j = 0; j < kb; j++) BML_LBLOCK(ws[j], 0, j, acc[i], dl);
-        }
-      }
-      {
-        const uint t = tb + BML_LAHEAD;
-#pragma unroll
-        for (uint i = 0; i < rpt; i++)
-          if (live[i] && t < nt) {
-            const uint at = (t * 8u + l) * rows + row0 + i * lr;
-            wq[ph][i] = bits[at];
-            dq[ph][i] = d0[at];
-          }
-      }
+      bml_lookups(tab, dtab, wq[ph], acc, live, tb, nb, l, rr, lr, gr, rpt);
+      bml_refill(bits, d0, wq[ph], dq[ph], live, tb + BML_LAHEAD, nt, l, rows, row0, lr, rpt);
       barrier(CLK_LOCAL_MEM_FENCE);
 #if BML_LHALVES == 1
       BML_LNEXT(tb, ns);
@@ -463,6 +479,30 @@ inline void bml_lanes(__global const uint4 *bits, __global const float *d0, __gl
 #endif
     }
   }
+#else
+  /* The weights' queue moves down a slot a tile: the tile in use is
+   * copied out of slot 0 and the last slot loads BML_LAHEAD tiles on,
+   * before the lookups. */
+  for (uint tb = 0; tb < nt; tb++) {
+    uint4 w[4];
+#pragma unroll
+    for (uint i = 0; i < rpt; i++) w[i] = wq[0][i];
+#if BML_LHALVES == 2
+    BML_LNEXT(tb, 1); /* before the queue moves: slot 1 is tile tb + 1 */
+#endif
+#pragma unroll
+    for (uint a = 0; a + 1u < BML_LAHEAD; a++)
+#pragma unroll
+      for (uint i = 0; i < rpt; i++) wq[a][i] = wq[a + 1u][i], dq[a][i] = dq[a + 1u][i];
+    bml_refill(bits, d0, wq[BML_LAHEAD - 1], dq[BML_LAHEAD - 1], live, tb + BML_LAHEAD, nt, l, rows, row0, lr, rpt);
+    bml_lookups(tab, dtab, w, acc, live, tb, nb, l, rr, lr, gr, rpt);
+    barrier(CLK_LOCAL_MEM_FENCE);
+#if BML_LHALVES == 1
+    BML_LNEXT(tb, 0); /* the queue has moved: slot 0 is tile tb + 1 */
+    barrier(CLK_LOCAL_MEM_FENCE);
+#endif
+  }
+#endif
   /* join the lanes: the table is free now */
 #pragma unroll
   for (uint i = 0; i < rpt; i++) tab[l * gr + i * lr + rr] = acc[i];

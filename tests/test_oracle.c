@@ -139,12 +139,12 @@ Test(oracle, an_unfused_outer_fma_is_refused_with_the_row_named) {
   bml_devices_free(l);
 }
 
-/* The byte-permute lookups (BML_LWORD, NVIDIA's build) written in C: the
- * same bits as the reference on this card too. */
-Test(oracle, the_byte_permute_lookups_written_in_c_pass_every_check) {
+/* NVIDIA's build, its byte-permute lookups (BML_LWORD) written in C and
+ * its ring of weights: the same bits as the reference on this card too. */
+Test(oracle, nvidias_build_written_in_c_passes_every_check) {
   size_t i;
   bml_devices *l = card_under_test(&i);
-  bml__oracle_hooks h = {.extra_options = "-DBML_LWORD_C=1", .quick = true};
+  bml__oracle_hooks h = {.extra_options = "-DBML_LWORD_C=1 -DBML_RING=1", .quick = true};
   bml__oracle_set_hooks(&h);
   static collected c;
   cr_expect_eq(verify(l, i, &c, 1), 0);
@@ -369,7 +369,7 @@ Test(oracle, slabs_reuse_freed_ranges_merge_them_and_release_empty_slabs) {
 /* NVIDIA's driver builds the kernels with PTX's prmt inline; any other
  * compiler that refuses it gets the plain C formulation (the same bits,
  * which the oracle checks), not a failed build. */
-Test(oracle, the_prmt_build_is_nvidias_and_a_refusal_falls_back_to_plain_c) {
+Test(oracle, the_byte_permute_build_is_nvidias_and_a_refusal_falls_back_to_plain_c) {
   size_t i;
   bml_devices *l = card_under_test(&i);
   char err[256];
@@ -377,16 +377,17 @@ Test(oracle, the_prmt_build_is_nvidias_and_a_refusal_falls_back_to_plain_c) {
   cr_assert_eq(bml__card_open(&l->dev[i].cl, &c, err, sizeof err), 0, "%s", err);
   bml__card_set_tunables(c, 32, 32, 4);
   const bool nvidia = strstr(bml_devices_get(l, i)->platform, "NVIDIA") != NULL;
-  cr_expect_eq(c->prmt, nvidia, "prmt chosen for \"%s\"", bml_devices_get(l, i)->platform);
-  c->prmt = true;
+  cr_expect_eq(c->nvidia_build, nvidia, "NVIDIA's build chosen for \"%s\"", bml_devices_get(l, i)->platform);
+  c->nvidia_build = true;
   bml__build b;
   char *log = NULL;
   cr_assert_eq(bml__card_build(c, false, NULL, &b, &log), 0, "%s", log ? log : "");
   if (nvidia) {
-    cr_expect(c->prmt && strstr(b.options, "-DBML_PRMT=1") != NULL, "%s", b.options);
+    cr_expect(c->nvidia_build && strstr(b.options, "-DBML_PRMT=1 -DBML_RING=1") != NULL, "%s", b.options);
   } else {
-    cr_expect(!c->prmt, "the refused option is still chosen");
-    cr_expect(strstr(b.options, "BML_PRMT") == NULL, "built with %s", b.options);
+    cr_expect(!c->nvidia_build, "the refused option is still chosen");
+    cr_expect(strstr(b.options, "BML_PRMT") == NULL && strstr(b.options, "BML_RING") == NULL, "built with %s",
+              b.options);
   }
   bml__build_release(&b);
   free(log);
