@@ -32,6 +32,9 @@
  *                            d1*s is exact (an 11-bit half times |s| <= 512)
  *   -DBML_TEST_UNFUSED_OUTER=1  test only: the outer fma as a multiply and an add, which the
  *                            oracle must refuse
+ *   -DBML_PRMT=1 -DBML_RING=1  NVIDIA's own compiler (chosen at open): the table kernels' lookups
+ *                            by PTX's byte permute, their weights in a ring (below); the same bits
+ *   -DBML_LWORD_C=1          test only: the byte-permute lookups written in C, on any device
  */
 
 #ifndef BML_WG
