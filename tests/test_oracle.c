@@ -114,14 +114,25 @@ Test(oracle, both_kernels_and_the_emulated_fma_pass_every_regime_on_the_card) {
   bml_devices_free(l);
 }
 
-Test(oracle, an_unfused_outer_fma_is_refused_with_the_row_named) {
+/* Verifies the card under test, quickly, with extra build options: the
+ * lines in c, the device's verified flag in *verified.  Returns the
+ * verification's result. */
+static int verify_built_with(const char *options, collected *c, int *verified) {
   size_t i;
   bml_devices *l = card_under_test(&i);
-  bml__oracle_hooks h = {.extra_options = "-DBML_TEST_UNFUSED_OUTER=1", .quick = true};
+  bml__oracle_hooks h = {.extra_options = options, .quick = true};
   bml__oracle_set_hooks(&h);
+  int rc = verify(l, i, c, 1);
+  *verified = bml_devices_get(l, i)->verified;
+  bml_devices_free(l);
+  return rc;
+}
+
+Test(oracle, an_unfused_outer_fma_is_refused_with_the_row_named) {
   static collected c;
-  cr_expect_eq(verify(l, i, &c, 1), BML_EVERIFY);
-  cr_expect_eq(bml_devices_get(l, i)->verified, 0);
+  int verified;
+  cr_expect_eq(verify_built_with("-DBML_TEST_UNFUSED_OUTER=1", &c, &verified), BML_EVERIFY);
+  cr_expect_eq(verified, 0);
   /* single-block rows cannot tell (the first fma adds zero): they pass */
   const bml_verify_line *single = find_line(&c, "q1_0_mat_vec", "native", 64, 128, "random");
   cr_expect(single && single->ok, "a single-block shape failed: it cannot tell the fma from mul+add");
@@ -136,18 +147,15 @@ Test(oracle, an_unfused_outer_fma_is_refused_with_the_row_named) {
     cr_expect(x->first_bad >= 0 && x->cpu_bits != x->card_bits, "no differing row named");
   }
   cr_expect(refused > 0, "the oracle passed a kernel without the fused outer fma");
-  bml_devices_free(l);
 }
 
 /* NVIDIA's build, its byte-permute lookups (BML_LWORD) written in C and
  * its ring of weights: the same bits as the reference on this card too. */
 Test(oracle, nvidias_build_written_in_c_passes_every_check) {
-  size_t i;
-  bml_devices *l = card_under_test(&i);
-  bml__oracle_hooks h = {.extra_options = "-DBML_LWORD_C=1 -DBML_RING=1", .quick = true};
-  bml__oracle_set_hooks(&h);
   static collected c;
-  cr_expect_eq(verify(l, i, &c, 1), 0);
+  int verified;
+  cr_expect_eq(verify_built_with("-DBML_LWORD_C=1 -DBML_RING=1", &c, &verified), 0);
+  cr_expect_eq(verified, 1);
   size_t checked = 0;
   for (size_t k = 0; k < c.n; k++) {
     cr_expect(c.lines[k].ok, "%s %s %zux%zu %s refused", c.lines[k].check, c.lines[k].fma, c.lines[k].rows,
@@ -155,19 +163,15 @@ Test(oracle, nvidias_build_written_in_c_passes_every_check) {
     checked += strcmp(c.lines[k].check, "q1_0_mat_vec_lr") == 0 && c.lines[k].total > 0;
   }
   cr_expect(checked >= 4, "q1_0_mat_vec_lr checked on %zu shapes only", checked);
-  bml_devices_free(l);
 }
 
 /* Verifies the card under test with extra build options that break the
  * build: the verification must refuse the device, its last line being the
  * failed build.  Returns that line (in c). */
 static const bml_verify_line *bad_build(const char *options, collected *c) {
-  size_t i;
-  bml_devices *l = card_under_test(&i);
-  bml__oracle_hooks h = {.extra_options = options, .quick = true};
-  bml__oracle_set_hooks(&h);
-  cr_expect_eq(verify(l, i, c, 1), BML_EVERIFY);
-  bml_devices_free(l);
+  int verified;
+  cr_expect_eq(verify_built_with(options, c, &verified), BML_EVERIFY);
+  cr_expect_eq(verified, 0);
   cr_assert(c->n >= 1);
   const bml_verify_line *b = &c->lines[c->n - 1];
   cr_expect_str_eq(b->check, "build");
@@ -324,12 +328,20 @@ Test(oracle, tunables_are_measured_once_and_remembered) {
   bml_devices_free(l);
 }
 
-Test(oracle, slabs_reuse_freed_ranges_merge_them_and_release_empty_slabs) {
-  size_t i;
-  bml_devices *l = card_under_test(&i);
+/* The card under test opened (no verification): its listing in *list,
+ * its index in *index. */
+static bml__card *card_opened(bml_devices **list, size_t *index) {
+  *list = card_under_test(index);
   char err[256];
   bml__card *c = NULL;
-  cr_assert_eq(bml__card_open(&l->dev[i].cl, &c, err, sizeof err), 0, "%s", err);
+  cr_assert_eq(bml__card_open(&(*list)->dev[*index].cl, &c, err, sizeof err), 0, "%s", err);
+  return c;
+}
+
+Test(oracle, slabs_reuse_freed_ranges_merge_them_and_release_empty_slabs) {
+  size_t i;
+  bml_devices *l;
+  bml__card *c = card_opened(&l, &i);
   size_t s[4], off[4];
   /* the first slab is exact; a later one doubles what the card holds, and
    * is BML_SLAB_MIN_BYTES at least; exact slabs fill up */
@@ -371,10 +383,8 @@ Test(oracle, slabs_reuse_freed_ranges_merge_them_and_release_empty_slabs) {
  * which the oracle checks), not a failed build. */
 Test(oracle, the_byte_permute_build_is_nvidias_and_a_refusal_falls_back_to_plain_c) {
   size_t i;
-  bml_devices *l = card_under_test(&i);
-  char err[256];
-  bml__card *c = NULL;
-  cr_assert_eq(bml__card_open(&l->dev[i].cl, &c, err, sizeof err), 0, "%s", err);
+  bml_devices *l;
+  bml__card *c = card_opened(&l, &i);
   bml__card_set_tunables(c, 32, 32, 4);
   const bool nvidia = strstr(bml_devices_get(l, i)->platform, "NVIDIA") != NULL;
   cr_expect_eq(c->nvidia_build, nvidia, "NVIDIA's build chosen for \"%s\"", bml_devices_get(l, i)->platform);
