@@ -123,7 +123,9 @@ int bml__card_finish(bml__card *c);
 
 /* Builds cl/q1_0.cl for the card: -cl-fp32-correctly-rounded-divide-sqrt
  * when the device advertises it, never a fast-math option, plus
- * -DBML_EMULATE_FMA=1 when emulate, plus extra (test hooks; may be NULL).
+ * -DBML_EMULATE_FMA=1 when emulate, NVIDIA's options when c->nvidia_build
+ * (a build that fails with them is tried once without, and clears the
+ * flag for the card's later builds), plus extra (test hooks; may be NULL).
  * Returns 0, or an error with the build log and options in *log (malloc'd,
  * free it; may be set on success too: NULL when there is nothing to say). */
 int bml__card_build(bml__card *c, bool emulate, const char *extra, bml__build *b, char **log);
