@@ -83,6 +83,8 @@ typedef struct bml__card {
  * the card's matrix memory, of BML_SLAB_MIN_BYTES at least (up to 1 GiB
  * and the device's allocation limit). */
 #define BML_SLAB_MIN_BYTES ((size_t)64 << 20)
+/* A row-block on the card: 16 bytes of bits and a float of d0. */
+#define BML_ROW_BLOCK_BYTES 20
 uint64_t bml__slab_growth(const bml__card *c, size_t rb, bool exact);
 /* Allocates rb row-blocks: *slab and *off (in row-blocks).  Returns 0,
  * BML_ENOMEM or an OpenCL error. */

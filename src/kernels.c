@@ -7,7 +7,7 @@
 /* Blocks of a row as stored: whole tiles of eight (cl/q1_0.cl). */
 static size_t padded_blocks(size_t n) { return (n / BML_Q1_0_BLOCK + 7) / 8 * 8; }
 
-size_t bml__card_matrix_bytes(size_t rows, size_t n) { return rows * padded_blocks(n) * 20; }
+size_t bml__card_matrix_bytes(size_t rows, size_t n) { return rows * padded_blocks(n) * BML_ROW_BLOCK_BYTES; }
 
 /* Rows per chunk: the bits buffer (16 bytes a block) is the largest. */
 static size_t chunk_rows(const bml__card *c, size_t n) {

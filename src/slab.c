@@ -13,11 +13,11 @@
  * its bits buffer within CL_DEVICE_MAX_MEM_ALLOC_SIZE, and within
  * SLAB_MAX_BYTES unless one chunk needs more. */
 static size_t slab_max_rb(const bml__card *c) {
-  size_t by_alloc = (size_t)(c->max_alloc / 16), by_size = SLAB_MAX_BYTES / 20;
+  size_t by_alloc = (size_t)(c->max_alloc / 16), by_size = SLAB_MAX_BYTES / BML_ROW_BLOCK_BYTES;
   return by_alloc < by_size ? by_alloc : by_size;
 }
 
-static size_t slab_bytes(size_t rb) { return rb * 20; }
+static size_t slab_bytes(size_t rb) { return rb * BML_ROW_BLOCK_BYTES; }
 
 static size_t total_rb(const bml__card *c) {
   size_t t = 0;
@@ -29,7 +29,7 @@ static size_t total_rb(const bml__card *c) {
 static size_t new_cap(const bml__card *c, size_t rb, bool exact) {
   if (exact) return rb;
   size_t grow = total_rb(c), max = slab_max_rb(c);
-  if (grow < BML_SLAB_MIN_BYTES / 20) grow = BML_SLAB_MIN_BYTES / 20;
+  if (grow < BML_SLAB_MIN_BYTES / BML_ROW_BLOCK_BYTES) grow = BML_SLAB_MIN_BYTES / BML_ROW_BLOCK_BYTES;
   if (grow > max) grow = max;
   return grow > rb ? grow : rb;
 }

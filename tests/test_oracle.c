@@ -345,21 +345,21 @@ Test(oracle, slabs_reuse_freed_ranges_merge_them_and_release_empty_slabs) {
   size_t s[4], off[4];
   /* the first slab is exact; a later one doubles what the card holds, and
    * is BML_SLAB_MIN_BYTES at least; exact slabs fill up */
-  const size_t min_rb = BML_SLAB_MIN_BYTES / 20;
+  const size_t min_rb = BML_SLAB_MIN_BYTES / BML_ROW_BLOCK_BYTES;
   cr_assert_eq(bml__slab_alloc(c, 1000, true, &s[0], &off[0]), 0);
-  cr_expect_eq(bml__card_slab_bytes(c), 1000 * 20);
-  cr_expect_eq(bml__slab_growth(c, 10, false), min_rb * 20, "a new slab is BML_SLAB_MIN_BYTES at least");
-  cr_expect_eq(bml__slab_growth(c, 10, true), 10 * 20, "an exact slab is just what is asked");
+  cr_expect_eq(bml__card_slab_bytes(c), 1000 * BML_ROW_BLOCK_BYTES);
+  cr_expect_eq(bml__slab_growth(c, 10, false), min_rb * BML_ROW_BLOCK_BYTES, "a new slab is BML_SLAB_MIN_BYTES at least");
+  cr_expect_eq(bml__slab_growth(c, 10, true), 10 * BML_ROW_BLOCK_BYTES, "an exact slab is just what is asked");
   cr_assert_eq(bml__slab_alloc(c, 1000, true, &s[1], &off[1]), 0);
-  cr_expect_eq(bml__card_slab_bytes(c), 2000 * 20);
+  cr_expect_eq(bml__card_slab_bytes(c), 2000 * BML_ROW_BLOCK_BYTES);
   bml__slab_free(c, s[1], off[1], 1000);
-  cr_expect_eq(bml__card_slab_bytes(c), 1000 * 20, "the emptied second slab was not released");
+  cr_expect_eq(bml__card_slab_bytes(c), 1000 * BML_ROW_BLOCK_BYTES, "the emptied second slab was not released");
   cr_assert_eq(bml__slab_alloc(c, 300, false, &s[1], &off[1]), 0);
   cr_assert_eq(bml__slab_alloc(c, 300, false, &s[2], &off[2]), 0);
   cr_assert_eq(bml__slab_alloc(c, 300, false, &s[3], &off[3]), 0);
   cr_expect(s[1] != s[0] && s[2] == s[1] && s[3] == s[1], "the three share the second slab");
   cr_expect(off[1] == 0 && off[2] == 300 && off[3] == 600);
-  cr_expect_eq(bml__card_slab_bytes(c), (1000 + min_rb) * 20);
+  cr_expect_eq(bml__card_slab_bytes(c), (1000 + min_rb) * BML_ROW_BLOCK_BYTES);
   cr_expect_eq(bml__slab_growth(c, min_rb - 900, false), 0, "the rest of the second slab is free");
   /* a freed range is reused; freed neighbours merge into one range */
   bml__slab_free(c, s[2], off[2], 300);
@@ -371,7 +371,7 @@ Test(oracle, slabs_reuse_freed_ranges_merge_them_and_release_empty_slabs) {
   cr_expect_eq(bml__slab_growth(c, min_rb - 300, false), 0, "the ranges from 300 on did not merge");
   /* an emptied slab goes back to the driver */
   bml__slab_free(c, s[1], off[1], 300);
-  cr_expect_eq(bml__card_slab_bytes(c), 1000 * 20);
+  cr_expect_eq(bml__card_slab_bytes(c), 1000 * BML_ROW_BLOCK_BYTES);
   bml__slab_free(c, s[0], off[0], 1000);
   cr_expect_eq(bml__card_slab_bytes(c), 0);
   bml__card_close(c);
