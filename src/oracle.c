@@ -370,15 +370,15 @@ static int run_batch(card_state *cs, bml__batched_id k, batch_case *bc, size_t n
  * golden cases. */
 static void check_batched(run *v, card_state *cs, bml__batched_id k, const bml__golden_q1 *g, int ng, bool quick) {
   /* the shapes in both regimes, the infinite scale, then ggml's cases */
-  const size_t nshapes = quick ? QUICK_SHAPES : BML_ARRAY_SIZE(full_shapes), nown = nshapes * 2 + 1,
-               ncases = nown + (size_t)ng;
+  const size_t nshapes = quick ? QUICK_SHAPES : BML_ARRAY_SIZE(full_shapes), inf_at = nshapes * 2,
+               nown = inf_at + 1, ncases = nown + (size_t)ng;
   const char *fma = cs->build->emulated_fma ? "emulated" : "native";
   case_data *d = calloc(nown, sizeof *d);
   batch_case *bc = calloc(ncases, sizeof *bc);
   size_t out_rows = 0;
   int rc = d && bc ? 0 : BML_ENOMEM;
   for (size_t i = 0; rc == 0 && i < nown; i++) {
-    const bool inf = i == nshapes * 2;
+    const bool inf = i == inf_at;
     size_t rows = inf ? INF_ROWS : full_shapes[i / 2][0], n = inf ? INF_N : full_shapes[i / 2][1];
     rc = inf ? make_infinite_case(&d[i]) : make_case(rows, n, i % 2, 0xba7c0000u + (unsigned)i, &d[i]);
     bc[i] = (batch_case){d[i].w, d[i].a, d[i].want, rows, n, {0}, 0, 0};
@@ -396,7 +396,7 @@ static void check_batched(run *v, card_state *cs, bml__batched_id k, const bml__
   for (size_t i = 0; i < (rc == 0 ? ncases : nown); i++) {
     bml_verify_line line = {.check = bml__batched_name(k), .fma = fma, .rows = bc ? bc[i].rows : 0,
                             .n = bc ? bc[i].n : 0,
-                            .regime = i == nshapes * 2 ? "infinite" : i % 2 ? "layer" : "random", .ms = ms};
+                            .regime = i == inf_at ? "infinite" : i % 2 ? "layer" : "random", .ms = ms};
     compare_rows(rc, bc ? bc[i].want : NULL, got ? got + bc[i].out_off : NULL, bc ? bc[i].rows : 0, &line, detail,
                  sizeof detail);
     if (i < nown) {
