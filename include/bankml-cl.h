@@ -112,7 +112,8 @@ BML_EXTERN const char *bml_cpu_path(void);
 /* ------------------------------------------------------------------------
  * The CPU thread pool: persistent workers, each product split into
  * contiguous row chunks.  The results are the single-thread bits for every
- * thread count.  A pool is driven by one thread at a time.
+ * thread count.  A pool is driven by one thread at a time: a product on it,
+ * or a call of a worker opened on it (bml_worker_*), which uses it.
  * ---------------------------------------------------------------------- */
 typedef struct bml_pool bml_pool;
 

@@ -119,8 +119,10 @@ int bml__q1_0_run(const bml__q1_0_kernel *k, const bml_block_q1_0 *w, size_t row
                   const bml_block_q8_0 *a, float *out);
 
 /* Runs fn(ctx, tid, nthreads) on every thread of the pool (the caller as
- * tid 0) and returns when all are done.  For work other than products, such
- * as copying a batch's results out. */
+ * tid 0) and returns when all are done; while another thread drives the
+ * pool, fn(ctx, 0, 1) on the caller alone.  For work other than products,
+ * such as copying a batch's results out: fn must do all of it for any
+ * nthreads. */
 void bml__pool_run(bml_pool *p, void (*fn)(void *ctx, int tid, int nthreads), void *ctx);
 
 /* Aligned scratch (64 bytes).  Free with bml__aligned_free (NULL-safe). */

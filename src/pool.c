@@ -122,7 +122,17 @@ static void pool_run(struct bml_pool *p, job_fn fn, void *ctx) {
   wait_for_workers(p);
 }
 
-void bml__pool_run(bml_pool *p, void (*fn)(void *ctx, int tid, int nthreads), void *ctx) { pool_run(p, fn, ctx); }
+/* The worker's helpers drive the pool like a product does: while another
+ * thread drives it (a product of the application's on the same pool), the
+ * helper runs on the calling thread alone, which its work allows. */
+void bml__pool_run(bml_pool *p, void (*fn)(void *ctx, int tid, int nthreads), void *ctx) {
+  if (atomic_flag_test_and_set_explicit(&p->driving, memory_order_acquire)) {
+    fn(ctx, 0, 1);
+    return;
+  }
+  pool_run(p, fn, ctx);
+  atomic_flag_clear_explicit(&p->driving, memory_order_release);
+}
 
 static int resolve_threads(int threads, int *out) {
   if (threads > 0) {

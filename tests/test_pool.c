@@ -1,6 +1,7 @@
 /* test_pool.c -- the thread pool gives the single-thread bits for every thread count. */
 #include <criterion/criterion.h>
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -62,6 +63,75 @@ Test(pool, many_products_back_to_back_equal_single_thread) {
   }
   bml_pool_close(p);
   free(w), free(a), free(want), free(got);
+}
+
+/* A job that holds the pool (on its caller, tid 0) until released. */
+typedef struct {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  bool started, release;
+  bml_pool *p;
+} gate;
+
+static void hold_job(void *ctx, int tid, int nthreads) {
+  (void)nthreads;
+  gate *g = ctx;
+  if (tid != 0) return;
+  pthread_mutex_lock(&g->mu);
+  g->started = true;
+  pthread_cond_broadcast(&g->cv);
+  while (!g->release) pthread_cond_wait(&g->cv, &g->mu);
+  pthread_mutex_unlock(&g->mu);
+}
+
+static void *drive(void *arg) {
+  gate *g = arg;
+  bml__pool_run(g->p, hold_job, g);
+  return NULL;
+}
+
+/* Records the thread count each tid saw. */
+static void count_job(void *ctx, int tid, int nthreads) { ((int *)ctx)[tid] = nthreads; }
+
+/* The worker's helpers (repack, copy out) and the application's products
+ * may share a pool across threads: one drives it at a time, the other's
+ * product is refused with BML_EBUSY and its helper runs on its own thread. */
+Test(pool, one_thread_drives_at_a_time_helpers_run_alone_meanwhile, .timeout = 60) {
+  const size_t rows = 64, n = 256;
+  bml_block_q1_0 w[64 * 2];
+  bml_block_q8_0 a[8];
+  float out[64];
+  uint64_t seed = 7;
+  bml__gen_q1_0(&seed, w, rows, n, true);
+  cr_assert_eq(bml__gen_q8_0(&seed, a, n, true), 0);
+  gate g = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false, false, NULL};
+  cr_assert_eq(bml_pool_open(3, &g.p), 0);
+  pthread_t t;
+  cr_assert_eq(pthread_create(&t, NULL, drive, &g), 0);
+  pthread_mutex_lock(&g.mu);
+  while (!g.started) pthread_cond_wait(&g.cv, &g.mu);
+  pthread_mutex_unlock(&g.mu);
+  int seen[3] = {0, 0, 0};
+  bml__pool_run(g.p, count_job, seen);
+  cr_expect(seen[0] == 1 && seen[1] == 0 && seen[2] == 0,
+            "a helper while another thread drives: tids saw %d, %d, %d threads (want 1 on the caller alone)",
+            seen[0], seen[1], seen[2]);
+  memset(out, 0xff, sizeof out);
+  cr_expect_eq(bml_pool_q1_0_mat_vec(g.p, w, rows, n, a, out), BML_EBUSY);
+  cr_expect_eq(golden_bits(out[0]), 0xffffffffu, "a refused product wrote its results");
+  pthread_mutex_lock(&g.mu);
+  g.release = true;
+  pthread_cond_broadcast(&g.cv);
+  pthread_mutex_unlock(&g.mu);
+  cr_assert_eq(pthread_join(t, NULL), 0);
+  bml__pool_run(g.p, count_job, seen); /* free again: every thread */
+  cr_expect(seen[0] == 3 && seen[1] == 3 && seen[2] == 3, "tids saw %d, %d, %d threads (want 3 each)", seen[0],
+            seen[1], seen[2]);
+  float want[64];
+  cr_assert_eq(bml_q1_0_mat_vec(w, rows, n, a, want), 0);
+  cr_expect_eq(bml_pool_q1_0_mat_vec(g.p, w, rows, n, a, out), 0);
+  cr_expect(golden_first_difference(want, out, rows) < 0, "the product after the hold differs");
+  bml_pool_close(g.p);
 }
 
 Test(pool, bad_arguments_are_refused) {
