@@ -117,9 +117,13 @@ BML_EXTERN const char *bml_cpu_path(void);
  * ---------------------------------------------------------------------- */
 typedef struct bml_pool bml_pool;
 
-/* Opens a pool of `threads` threads (the caller counts as one).  threads <= 0
- * takes BANKML_THREADS when set (a positive integer; anything else is
- * BML_EENV, and a message naming it is logged), else the online CPUs.
+#define BML_POOL_MAX_THREADS 1024 /* the most threads a pool takes */
+
+/* Opens a pool of `threads` threads (the caller counts as one), at most
+ * BML_POOL_MAX_THREADS (more is BML_EINVAL).  threads <= 0 takes
+ * BANKML_THREADS when set (1 to BML_POOL_MAX_THREADS; anything else is
+ * BML_EENV, and a message naming it is logged), else the online CPUs (at
+ * most BML_POOL_MAX_THREADS).
  * Returns 0 and *out, or BML_EINVAL, BML_EENV, BML_ENOMEM, BML_ETHREAD.
  * Close with bml_pool_close(). */
 BML_EXTERN int bml_pool_open(int threads, bml_pool **out);

@@ -44,7 +44,7 @@ bool bml__debug_on(unsigned cat);
 /* Each returns 0 when the variable is unset or empty (leaving *out at its
  * default), 0 with *out set for a good value, or BML_EENV for a bad one
  * (after logging an error that names the variable and the value). */
-int bml__env_threads(int *out);      /* BANKML_THREADS: 1..4096 */
+int bml__env_threads(int *out);      /* BANKML_THREADS: 1..BML_POOL_MAX_THREADS */
 int bml__env_cpu_path(const char **out); /* BANKML_CPU_PATH: a kernel name, validated by cpu.c */
 unsigned bml__env_debug(void);       /* BANKML_DEBUG: categories; junk names warn once */
 int bml__env_sysfs_root(const char **out); /* BANKML_SYSFS_ROOT: an absolute path (tests) */

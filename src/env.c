@@ -41,10 +41,10 @@ int bml__env_threads(int *out) {
   const char *v = env_value("BANKML_THREADS");
   if (!v) return 0;
   long n;
-  int rc = bml__parse_long(v, 1, 4096, &n);
+  int rc = bml__parse_long(v, 1, BML_POOL_MAX_THREADS, &n);
   if (rc != 0) {
-    bml__error(BML_CAT_ENV, "BANKML_THREADS=\"%s\": %s (expected a whole number of threads, 1 to 4096)",
-               v, rc == BML_ERANGE ? "out of range" : "not a number");
+    bml__error(BML_CAT_ENV, "BANKML_THREADS=\"%s\": %s (expected a whole number of threads, 1 to %d)", v,
+               rc == BML_ERANGE ? "out of range" : "not a number", BML_POOL_MAX_THREADS);
     return BML_EENV;
   }
   *out = (int)n;

@@ -144,7 +144,7 @@ static int resolve_threads(int threads, int *out) {
   if (rc != 0) return rc;
   if (n <= 0) {
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    n = cpus > 0 ? (int)(cpus > 1024 ? 1024 : cpus) : 1;
+    n = cpus > 0 ? (int)(cpus > BML_POOL_MAX_THREADS ? BML_POOL_MAX_THREADS : cpus) : 1;
   }
   *out = n;
   return 0;
@@ -199,7 +199,10 @@ int bml_pool_open(int threads, bml_pool **out) {
   int n;
   int rc = resolve_threads(threads, &n);
   if (rc != 0) return rc;
-  if (n > 1024) return BML_ERANGE;
+  if (n > BML_POOL_MAX_THREADS) {
+    bml__error(BML_CAT_POOL, "a pool of %d threads asked for: at most %d", n, BML_POOL_MAX_THREADS);
+    return BML_EINVAL;
+  }
   struct bml_pool *p = calloc(1, sizeof *p);
   if (!p) return BML_ENOMEM;
   p->nthreads = n;

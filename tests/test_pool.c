@@ -145,6 +145,9 @@ Test(pool, bad_arguments_are_refused) {
   cr_expect_eq(bml_pool_q1_0_mat_vec(p, w, 1, 100, a, out), BML_ESHAPE);
   cr_expect(out[0] == 7.0f);
   cr_expect_eq(bml_pool_open(2, NULL), BML_EINVAL);
+  bml_pool *q = (bml_pool *)0x1;
+  cr_expect_eq(bml_pool_open(BML_POOL_MAX_THREADS + 1, &q), BML_EINVAL);
+  cr_expect_null(q, "a refused pool left *out set");
   bml_pool_close(p);
   bml_pool_close(NULL); /* NULL-safe */
 }
@@ -168,7 +171,7 @@ static void capture(void *ctx, bml_log_level level, const char *cat, const char 
 }
 
 Test(pool, bad_thread_counts_in_environment_are_refused_by_name) {
-  static const char *bad[] = {"abc", "0", "-2", "3x", " 4", "99999", "1.5", "0x10"};
+  static const char *bad[] = {"abc", "0", "-2", "3x", " 4", "99999", "1025", "1.5", "0x10"};
   bml_log_set_sink(capture, NULL);
   for (size_t i = 0; i < BML_ARRAY_SIZE(bad); i++) {
     bml_pool *p = (bml_pool *)0x1;

@@ -190,7 +190,7 @@ static int add_thread_item(struct bench_args *args, const char *s, const char **
   return rc;
 }
 
-/* --threads LIST: comma-separated counts and ranges, each 1..1024. */
+/* --threads LIST: comma-separated counts and ranges, each 1..BENCH_MAX_THREADS. */
 static int add_threads(struct bench_args *args, const char *s) {
   const char *p = s, *end = NULL;
   for (;;) {

@@ -38,7 +38,7 @@ const struct bench_model *bench_model_find(const char *name);
 /* "bonsai-8b, bonsai-1.7b". */
 const char *bench_model_names(void);
 
-#define BENCH_MAX_THREADS 1024 /* what bml_pool_open accepts */
+#define BENCH_MAX_THREADS BML_POOL_MAX_THREADS /* what bml_pool_open accepts */
 
 /* How a row's results were checked. */
 enum bench_check {
