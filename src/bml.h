@@ -111,8 +111,10 @@ void bml__q1_0_act_split(const bml_block_q8_0 *a, size_t n, void *dst);
 /* The portable reference dot product of one row (nb = n/128 blocks). */
 float bml__q1_0_dot_ref(const bml_block_q1_0 *w, const bml_block_q8_0 *a, size_t nb);
 
-/* Checks the arguments every mat-vec entry point shares. */
-int bml__q1_0_check(const void *w, size_t n, const void *a, const void *out);
+/* Checks the arguments every mat-vec entry point shares: BML_EINVAL for a
+ * NULL pointer, BML_ESHAPE for n not a positive multiple of 128 or rows
+ * whose weights or results could not be in memory. */
+int bml__q1_0_check(const void *w, size_t rows, size_t n, const void *a, const void *out);
 
 /* Runs kernel k over rows [0, rows) on the calling thread, with its own scratch. */
 int bml__q1_0_run(const bml__q1_0_kernel *k, const bml_block_q1_0 *w, size_t rows, size_t n,

@@ -163,7 +163,8 @@ size_t bml__card_matrix_bytes(size_t rows, size_t n);
  * needed.  Returns 0 or an error; on error nothing is held. */
 int bml__card_matrix_upload(bml__card *c, const bml__rows_part *parts, size_t nparts, size_t n, bool exact,
                             bml__card_matrix *m);
-/* Bytes of new slabs uploading rows x n would create (bml__slab_growth). */
+/* Bytes of new slabs uploading rows x n would create (bml__slab_growth); past
+ * the card's memory, some sum above it. */
 uint64_t bml__card_matrix_growth(const bml__card *c, size_t rows, size_t n, bool exact);
 void bml__card_matrix_free(bml__card *c, bml__card_matrix *m); /* NULL-safe, leaves m zeroed */
 

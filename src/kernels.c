@@ -99,7 +99,9 @@ fail:
 uint64_t bml__card_matrix_growth(const bml__card *c, size_t rows, size_t n, bool exact) {
   const size_t per = chunk_rows(c, n);
   uint64_t grow = 0;
-  for (size_t r0 = 0; r0 < rows; r0 += per)
+  /* past the card's memory the sum only has to say "too much": a matrix of
+   * absurdly many rows stops here instead of counting its chunks */
+  for (size_t r0 = 0; r0 < rows && grow <= c->global_mem; r0 += per)
     grow += bml__slab_growth(c, (rows - r0 < per ? rows - r0 : per) * padded_blocks(n), exact);
   return grow;
 }

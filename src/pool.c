@@ -275,7 +275,7 @@ static int ensure_scratch(struct bml_pool *p, size_t need) {
 int bml_pool_q1_0_mat_vec(bml_pool *p, const bml_block_q1_0 *w, size_t rows, size_t n,
                           const bml_block_q8_0 *a, float *out) {
   if (!p) return BML_EINVAL;
-  int rc = bml__q1_0_check(w, n, a, out);
+  int rc = bml__q1_0_check(w, rows, n, a, out);
   if (rc != 0 || rows == 0) return rc;
   if (atomic_flag_test_and_set_explicit(&p->driving, memory_order_acquire)) return BML_EBUSY;
   mat_vec_job j = {bml__q1_0_kernel_active(), w, rows, n, a, NULL, out};

@@ -2,6 +2,7 @@
 #include "bml.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <string.h>
 
 /* The reference, written as DESIGN §1 (ggml's x86 AVX2 order) reads:
@@ -60,9 +61,12 @@ static void ref_rows(const bml_block_q1_0 *w, size_t rows, size_t n, const bml_b
 
 const bml__q1_0_kernel bml__q1_0_ref = {"ref", ref_supported, ref_prep_size, ref_prep, ref_rows};
 
-int bml__q1_0_check(const void *w, size_t n, const void *a, const void *out) {
+int bml__q1_0_check(const void *w, size_t rows, size_t n, const void *a, const void *out) {
   if (!w || !a || !out) return BML_EINVAL;
   if (n == 0 || n % BML_Q1_0_BLOCK != 0) return BML_ESHAPE;
+  /* rows whose weights or results could not be in memory */
+  if (rows > SIZE_MAX / (n / BML_Q1_0_BLOCK * sizeof(bml_block_q1_0)) || rows > SIZE_MAX / sizeof(float))
+    return BML_ESHAPE;
   return 0;
 }
 
@@ -80,14 +84,14 @@ int bml__q1_0_run(const bml__q1_0_kernel *k, const bml_block_q1_0 *w, size_t row
 
 float bml_q1_0_dot(const bml_block_q1_0 *w, const bml_block_q8_0 *a, size_t n) {
   float out;
-  if (bml__q1_0_check(w, n, a, &out) != 0) return NAN;
+  if (bml__q1_0_check(w, 1, n, a, &out) != 0) return NAN;
   if (bml__q1_0_run(bml__q1_0_kernel_active(), w, 1, n, a, &out) != 0) return NAN;
   return out;
 }
 
 int bml_q1_0_mat_vec(const bml_block_q1_0 *w, size_t rows, size_t n, const bml_block_q8_0 *a,
                      float *out) {
-  int rc = bml__q1_0_check(w, n, a, out);
+  int rc = bml__q1_0_check(w, rows, n, a, out);
   if (rc != 0 || rows == 0) return rc;
   return bml__q1_0_run(bml__q1_0_kernel_active(), w, rows, n, a, out);
 }

@@ -737,7 +737,7 @@ static int cpu_rows(bml_worker *w, const submission *s) {
 
 static int check_product(const bml_product *p) {
   if (!p->name) return BML_EINVAL;
-  return bml__q1_0_check(p->wts, p->n, p->act, p->out);
+  return bml__q1_0_check(p->wts, p->rows, p->n, p->act, p->out);
 }
 
 int bml_worker_begin(bml_worker *w, const char *name, const bml_block_q1_0 *wts, size_t rows, size_t n,

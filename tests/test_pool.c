@@ -2,6 +2,7 @@
 #include <criterion/criterion.h>
 
 #include <pthread.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -143,6 +144,7 @@ Test(pool, bad_arguments_are_refused) {
   cr_expect_eq(bml_pool_q1_0_mat_vec(NULL, w, 1, 128, a, out), BML_EINVAL);
   cr_expect_eq(bml_pool_q1_0_mat_vec(p, NULL, 1, 128, a, out), BML_EINVAL);
   cr_expect_eq(bml_pool_q1_0_mat_vec(p, w, 1, 100, a, out), BML_ESHAPE);
+  cr_expect_eq(bml_pool_q1_0_mat_vec(p, w, SIZE_MAX / 18 + 1, 128, a, out), BML_ESHAPE);
   cr_expect(out[0] == 7.0f);
   cr_expect_eq(bml_pool_open(2, NULL), BML_EINVAL);
   bml_pool *q = (bml_pool *)0x1;

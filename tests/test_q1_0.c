@@ -2,6 +2,7 @@
 #include <criterion/criterion.h>
 
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -106,6 +107,9 @@ Test(q1_0, bad_arguments_are_refused_and_nothing_written) {
   cr_expect_eq(bml_q1_0_mat_vec(w, 1, 64, a, out), BML_ESHAPE);
   cr_expect_eq(bml_q1_0_mat_vec(w, 1, 200, a, out), BML_ESHAPE);
   cr_expect_eq(bml_q1_0_mat_vec(w, 1, 256 + 32, a, out), BML_ESHAPE);
+  /* rows whose weights (18 bytes a block) or results could not be in memory */
+  cr_expect_eq(bml_q1_0_mat_vec(w, SIZE_MAX / 18 + 1, 128, a, out), BML_ESHAPE);
+  cr_expect_eq(bml_q1_0_mat_vec(w, SIZE_MAX / 36 + 1, 256, a, out), BML_ESHAPE);
   cr_expect(out[0] == 123.0f && out[1] == 456.0f, "out was written on error");
   cr_expect(isnan(bml_q1_0_dot(w, a, 96)), "dot of bad n is not NaN");
   cr_expect(isnan(bml_q1_0_dot(NULL, a, 128)), "dot of NULL is not NaN");

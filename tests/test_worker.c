@@ -2,6 +2,7 @@
 #include <criterion/criterion.h>
 
 #include <jansson.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -319,7 +320,7 @@ Test(worker, each_shape_is_decided_by_its_timings) {
   bml_worker_close(w);
 }
 
-Test(worker, out_of_order_calls_are_refused) {
+Test(worker, out_of_order_calls_are_refused, .timeout = 120) {
   bml_worker *w = open_worker("0.5");
   matrix m = make(64, 1024, 11, false);
   size_t card_rows;
@@ -331,6 +332,16 @@ Test(worker, out_of_order_calls_are_refused) {
   cr_assert_eq(bml_worker_finish(w, m.got), 0);
   cr_expect(bml__first_difference(m.want, m.got, m.rows) < 0, "begin/finish by hand");
   cr_expect_eq(bml_worker_begin(w, "m", m.w, m.rows, 100, m.a, &card_rows), BML_ESHAPE);
+  cr_expect_eq(bml_worker_begin(w, "m", m.w, SIZE_MAX / 16, 128, m.a, &card_rows), BML_ESHAPE,
+               "rows whose weights could not be in memory");
+  /* rows that could be in memory, but not on this card: refused at once (the
+   * card's memory was once summed chunk by chunk, 2^60 of them), none on it */
+  cr_assert_eq(bml_worker_set_share(w, 0.95), 0);
+  cr_assert_eq(bml_worker_set_limit(w, 1.0), 0);
+  card_rows = 1;
+  cr_assert_eq(bml_worker_begin(w, "huge", m.w, SIZE_MAX / 32, 128, m.a, &card_rows), 0);
+  cr_expect_eq(card_rows, 0, "the card took %zu of the rows", card_rows);
+  cr_assert_eq(bml_worker_finish(w, m.got), 0);
   cr_expect_eq(bml_worker_begin(w, NULL, m.w, m.rows, m.n, m.a, &card_rows), BML_EINVAL);
   cr_expect_eq(bml_worker_mat_vec(w, "m", m.w, m.rows, m.n, m.a, NULL), BML_EINVAL);
   cr_expect_eq(bml_worker_set_share(w, 1.5), BML_ERANGE);
