@@ -234,7 +234,8 @@ typedef struct {
   int ok;
   long first_bad;          /* the first row or case that differs, or -1 */
   uint32_t cpu_bits, card_bits; /* its bits on the CPU and on the card */
-  double ms;               /* the card's wall-clock time for the check */
+  double ms;               /* the card's wall-clock time for the check (a batched
+                              kernel's lines: the whole batch's, on each line) */
   const char *detail;      /* why it failed (an OpenCL error, a build log), or NULL */
 } bml_verify_line;
 

@@ -154,6 +154,36 @@ Test(cli, unknown_option_exits_2_naming_it) {
   expect_usage_error(RUN("bench", "--quick", "extra"), "'extra'");
 }
 
+Test(cli, a_long_option_is_named_as_typed) {
+  expect_usage_error(RUN("--help=1"), "'--help=1'");
+  expect_usage_error(RUN("--version=1"), "'--version=1'");
+  expect_usage_error(RUN("bench", "--help=1"), "'--help=1'");
+  expect_usage_error(RUN("bench", "--cpu=1"), "takes no value: '--cpu=1'");
+  expect_usage_error(RUN("bench", "--c"), "ambiguous option '--c'");
+}
+
+Test(cli, model_goes_with_neither_shapes_nor_clblast) {
+  expect_usage_error(RUN("bench", "--model", "bonsai-1.7b", "--shape", "128x128"), "--shape");
+  expect_usage_error(RUN("bench", "--clblast", "--model", "bonsai-1.7b"), "--clblast");
+}
+
+/* A mode that fails after others measured: their rows are still reported. */
+Test(cli, rows_measured_before_a_failing_mode_are_reported) {
+  setenv("BANKML_GPU", "off", 1);
+  struct run r = RUN("bench", "--cpu", "--card", "--shape", "256x256", "--runs", "1", "--warmup", "0", "--threads",
+                     "1", "--json");
+  unsetenv("BANKML_GPU");
+  cr_expect_eq(r.status, 3, "exit status %d, stderr: %s", r.status, r.err);
+  cr_expect(strstr(r.err, "no card is used") != NULL, "%s", r.err);
+  json_t *root = json_loads(r.out, 0, NULL);
+  cr_assert_not_null(root, "no report on stdout: %s", r.out);
+  json_t *rows = json_object_get(root, "results");
+  cr_expect_eq(json_array_size(rows), 2, "the cpu's warm and flushed rows");
+  cr_expect_str_eq(json_string_value(json_object_get(json_array_get(rows, 0), "mode")), "cpu");
+  json_decref(root);
+  run_free(&r);
+}
+
 Test(cli, option_without_its_value_exits_2_naming_it) {
   expect_usage_error(RUN("bench", "--shape"), "'--shape'");
   expect_usage_error(RUN("bench", "--threads"), "'--threads'");
@@ -162,7 +192,8 @@ Test(cli, option_without_its_value_exits_2_naming_it) {
 Test(cli, bad_shapes_exit_2_naming_the_value) {
   const char *bad[] = {"4x100",  "x128",   "0x128",
                        "128x0",  "128",    "16x128junk",
-                       "-4x128", "4x-128", "99999999999999999999999x128"};
+                       "-4x128", "4x-128", "99999999999999999999999x128",
+                       "4611686018427387904x256" /* 2^62 rows of 36 bytes: past the address space */};
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     char named[64];
     snprintf(named, sizeof named, "\"%s\"", bad[i]);
@@ -394,9 +425,33 @@ Test(cli, devices_verify_passes_on_pocl_with_the_software_flag) {
   run_free(&r);
 }
 
+/* --golden names a directory without the golden file: said, and said again
+ * on the verdict; the hint about BANKML_GOLDEN_DIR is for the default only. */
+Test(cli, devices_verify_says_when_the_golden_cases_were_not_checked) {
+  unsetenv("OCL_ICD_VENDORS");
+  unsetenv("BANKML_SYSFS_ROOT");
+  unsetenv("BANKML_GPU");
+  setenv("BANKML_GPU_SOFTWARE", "1", 1);
+  char dir[] = "/tmp/bankml-golden-XXXXXX";
+  cr_assert_not_null(mkdtemp(dir));
+  struct run r = RUN("devices", "--verify", "--golden", dir);
+  rmdir(dir);
+  if (strstr(r.out, "no usable GPU found")) {
+    run_free(&r);
+    cr_skip_test("no PoCL device here (apt-get install pocl-opencl-icd)");
+  }
+  cr_expect_eq(r.status, 0, "stdout: %s stderr: %s", r.out, r.err);
+  cr_expect(strstr(r.out, "ggml's golden cases not checked: cannot open ") != NULL, "%s", r.out);
+  cr_expect(strstr(r.out, "BANKML_GOLDEN_DIR") == NULL, "the hint is for the default directory: %s", r.out);
+  cr_expect(strstr(r.out, "verified: every check bit-exact (ggml's golden cases not checked)") != NULL, "%s", r.out);
+  run_free(&r);
+}
+
 Test(cli, devices_verify_misuse_exits_2) {
   expect_usage_error(RUN("devices", "--verify", "--brief"), "--brief");
   expect_usage_error(RUN("devices", "--golden", "/tmp"), "--golden");
+  expect_usage_error(RUN("devices", "--verify", "--golden", "/nonexistent/golden"), "\"/nonexistent/golden\"");
+  expect_usage_error(RUN("devices", "--verify", "--golden", ""), "--golden");
 }
 
 /* ---- bankml-cl bench --clblast: the baseline, on PoCL ------------------- */
@@ -524,7 +579,19 @@ Test(cli, bench_model_token_on_pocl_is_exact) {
   expect_modes(root, modes, 3);
   json_t *row = json_array_get(json_object_get(root, "results"), 1);
   cr_expect_str_eq(json_string_value(json_object_get(row, "label")), "bonsai-1.7b");
+  cr_expect_null(json_object_get(row, "rows"), "a token has no one rows x n");
+  cr_expect_null(json_object_get(row, "n"), "a token has no one rows x n");
   cr_expect_eq(json_integer_value(json_object_get(row, "products_per_run")), 197, "28 layers of 7 and the head");
+  json_decref(root);
+}
+
+Test(cli, bench_card_modes_run_on_the_largest_thread_count) {
+  json_t *root = pocl_bench_json((const char *const[]){"bench", "--split", "--shape", "256x256", "--runs", "1",
+                                                        "--warmup", "0", "--threads", "2,1", "--json", NULL});
+  json_t *rows = json_object_get(root, "results");
+  cr_assert(json_array_size(rows) > 0);
+  for (size_t i = 0; i < json_array_size(rows); i++)
+    cr_expect_eq(json_integer_value(json_object_get(json_array_get(rows, i), "threads")), 2, "row %zu", i);
   json_decref(root);
 }
 

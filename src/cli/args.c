@@ -2,8 +2,10 @@
 #include <ctype.h>
 #include <errno.h>
 #include <getopt.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "bankml-cl.h"
 #include "cli.h"
@@ -33,14 +35,20 @@ int cli_parse_long(const char *s, long lo, long hi, long *out) {
 }
 
 int cli_option_error(const char *cmd, int c, char **argv) {
-  /* Options that take a value have no short form and a val above 255, so
-   * a printable optopt always means a short option typed as such; anything
-   * else is named by the argument getopt_long just consumed. */
+  /* A long option is named by the argument getopt_long just consumed (its
+   * optopt is the option's val, which for --help is 'h'); a short one by
+   * optopt. */
+  const char *arg = optind > 0 ? argv[optind - 1] : NULL;
+  bool is_long = arg && arg[0] == '-' && arg[1] == '-';
   char shortopt[3] = {'-', (char)optopt, '\0'};
-  const char *name = optopt > 0 && optopt < 256 && isprint(optopt) ? shortopt : argv[optind - 1];
+  const char *name = !is_long && optopt > 0 && optopt < 256 && isprint(optopt) ? shortopt : arg ? arg : "?";
   const char *sp = cmd ? " " : "";
   if (c == ':')
     fprintf(stderr, "bankml-cl%s%s: option '%s' needs a value\n", sp, cmd ? cmd : "", name);
+  else if (is_long && strchr(name, '='))
+    fprintf(stderr, "bankml-cl%s%s: unknown option, or one that takes no value: '%s'\n", sp, cmd ? cmd : "", name);
+  else if (is_long)
+    fprintf(stderr, "bankml-cl%s%s: unknown or ambiguous option '%s'\n", sp, cmd ? cmd : "", name);
   else
     fprintf(stderr, "bankml-cl%s%s: unknown option '%s'\n", sp, cmd ? cmd : "", name);
   fprintf(stderr, "Try 'bankml-cl %s%s--help'.\n", cmd ? cmd : "", cmd ? " " : "");

@@ -4,6 +4,7 @@
 #include <getopt.h>
 #include <limits.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -164,6 +165,9 @@ static int add_shape(struct bench_args *args, const char *s) {
   if (rows < 1) return bad_value("--shape", s, "ROWS must be at least 1");
   if (n < BML_Q1_0_BLOCK || n % BML_Q1_0_BLOCK != 0)
     return bad_value("--shape", s, "N must be a positive multiple of 128");
+  if ((size_t)rows > SIZE_MAX / ((size_t)n / BML_Q1_0_BLOCK * sizeof(bml_block_q1_0)) ||
+      (size_t)rows > SIZE_MAX / sizeof(float))
+    return bad_value("--shape", s, "too large for this machine's address space");
   struct bench_config *cfg = &args->cfg;
   if (reserve((void **)&cfg->shapes, &args->shapes_cap, cfg->nshapes + 1, sizeof *cfg->shapes))
     return CLI_EXIT_ERROR;
@@ -255,6 +259,17 @@ static int parse_args(int argc, char **argv, struct bench_args *args) {
             argv[optind]);
     rc = CLI_EXIT_USAGE;
   }
+  if (rc == 0 && args->cfg.model && args->cfg.nshapes > 0) {
+    fprintf(stderr, "bankml-cl bench: --model and --shape: a model's token has its own shapes; give one or "
+                    "the other\nTry 'bankml-cl bench --help'.\n");
+    rc = CLI_EXIT_USAGE;
+  }
+  for (size_t i = 0; rc == 0 && args->cfg.model && i < NMODES; i++)
+    if (args->mode[i] && modes[i].run == bench_clblast_run) {
+      fprintf(stderr, "bankml-cl bench: --clblast measures shapes, not --model's token\n"
+                      "Try 'bankml-cl bench --help'.\n");
+      rc = CLI_EXIT_USAGE;
+    }
   if (rc == CLI_EXIT_ERROR) fprintf(stderr, "bankml-cl bench: %s\n", bml_strerror(BML_ENOMEM));
   return rc;
 }
@@ -324,8 +339,11 @@ static int run_modes(const struct bench_args *args) {
   int rc = 0;
   for (size_t i = 0; rc == 0 && i < NMODES; i++)
     if (args->mode[i]) rc = modes[i].run(&args->cfg, &rep);
-  if (rc == 0)
-    rc = args->cfg.json ? bench_render_json(&rep, stdout) : bench_render_text(&rep, stdout);
+  /* what was measured before a mode failed is reported all the same */
+  if (rc == 0 || rep.nrows > 0) {
+    int rrc = args->cfg.json ? bench_render_json(&rep, stdout) : bench_render_text(&rep, stdout);
+    if (rc == 0) rc = rrc;
+  }
   int status = rc == 0 ? CLI_EXIT_OK : rc == BML_EENV ? CLI_EXIT_USAGE : CLI_EXIT_ERROR;
   for (size_t i = 0; status == CLI_EXIT_OK && i < rep.nrows; i++)
     if (!bench_row_ok(&rep.rows[i])) status = CLI_EXIT_CHECK;

@@ -94,6 +94,12 @@ int bench_cpu_run(const struct bench_config *cfg, struct bench_report *rep);
 int bench_card_run(const struct bench_config *cfg, struct bench_report *rep);
 int bench_split_run(const struct bench_config *cfg, struct bench_report *rep);
 int bench_model_run(const struct bench_config *cfg, struct bench_report *rep, const char *mode);
+/* The largest of --threads' counts. */
+static inline int bench_threads_largest(const struct bench_config *cfg) {
+  int t = 1;
+  for (size_t i = 0; i < cfg->nthreads; i++) t = cfg->threads[i] > t ? cfg->threads[i] : t;
+  return t;
+}
 /* Opens a pool of the largest thread count and a worker on it (card_alone:
  * share 1 and limit 1).  Returns 0 or an error, said on stderr. */
 int bench_worker_open(const struct bench_config *cfg, bool card_alone, bml_pool **pool, bml_worker **w,

@@ -12,7 +12,7 @@
 
 int bench_worker_open(const struct bench_config *cfg, bool card_alone, bml_pool **pool, bml_worker **w,
                       struct bench_report *rep) {
-  int threads = cfg->threads[cfg->nthreads - 1]; /* the largest count asked for */
+  int threads = bench_threads_largest(cfg);
   int rc = bml_pool_open(threads, pool);
   if (rc != 0) {
     fprintf(stderr, "bankml-cl bench: cannot open a pool of %d threads: %s\n", threads, bml_strerror(rc));

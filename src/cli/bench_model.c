@@ -196,7 +196,7 @@ int bench_model_run(const struct bench_config *cfg, struct bench_report *rep, co
   bml_pool *pool = NULL;
   bml_worker *w = NULL;
   bool on_cpu = strcmp(mode, "cpu") == 0;
-  int rc = on_cpu ? bml_pool_open(cfg->threads[cfg->nthreads - 1], &pool)
+  int rc = on_cpu ? bml_pool_open(bench_threads_largest(cfg), &pool)
                   : bench_worker_open(cfg, strcmp(mode, "card") == 0, &pool, &w, rep);
   if (rc != 0) return rc;
   struct token t;

@@ -70,11 +70,13 @@ static int write_error(void) {
 static void text_header(const struct bench_report *rep, FILE *f) {
   char date[32];
   format_time(rep->started, false, date, sizeof date);
+  bool flushed = false; /* only the CPU's "flushed" rows flush caches */
+  for (size_t i = 0; i < rep->nrows; i++) flushed |= strcmp(rep->rows[i].cache, "flushed") == 0;
   fprintf(f,
           "bankml-cl %s bench --%s, %s: CPU path %s, %d CPUs online, median and min of %ld runs "
-          "after %ld warm-up, caches flushed by %s\n",
+          "after %ld warm-up%s%s\n",
           bml_version_string(), rep->modes, date, rep->cpu_path, rep->threads_available, rep->runs,
-          rep->warmup, rep->flush);
+          rep->warmup, flushed ? ", caches flushed by " : "", flushed ? rep->flush : "");
   if (rep->device[0]) fprintf(f, "device: %s\n", rep->device);
   if (rep->card_read_gbps > 0)
     fprintf(f, "card read bandwidth, measured by a streaming kernel: %.0f GB/s\n", rep->card_read_gbps);
@@ -196,6 +198,10 @@ static json_t *json_row(const struct bench_row *r) {
       r->check == BENCH_CHECK_EXACT ? "exact" : "tolerance", "exact", r->exact);
   row = json_add_tolerance(row, r);
   if (row && r->label) json_object_set_new(row, "label", json_string(r->label));
+  if (row && r->label && r->rows == 0 && r->n == 0) { /* a model's token: many shapes, no one rows x n */
+    json_object_del(row, "rows");
+    json_object_del(row, "n");
+  }
   if (row && r->products) {
     json_object_set_new(row, "products_per_run", json_integer((json_int_t)r->products));
     json_object_set_new(row, "products_per_s", json_real(products_per_s(r)));
