@@ -291,7 +291,10 @@ BML_EXTERN int bml_worker_open(bml_pool *pool, bml_worker **out);
  * rows the card took (0: all on the CPU); the caller computes rows
  * [*card_rows, rows) itself, e.g. with bml_pool_q1_0_mat_vec, then calls
  * bml_worker_finish.  A matrix is known by (name, wts, rows, n): its card
- * rows are repacked and copied on first use.  Returns 0, BML_EINVAL,
+ * rows are repacked and copied on first use, so its weights must not change
+ * while the worker knows it: call bml_worker_release before changing or
+ * freeing them (or reusing their memory for other weights), or the card
+ * keeps computing with the old ones.  Returns 0, BML_EINVAL,
  * BML_ESHAPE, BML_ESTATE (a product is already in flight), BML_EBUSY. */
 BML_EXTERN int bml_worker_begin(bml_worker *w, const char *name, const bml_block_q1_0 *wts,
                                 size_t rows, size_t n, const bml_block_q8_0 *act,
@@ -304,7 +307,9 @@ BML_EXTERN int bml_worker_begin(bml_worker *w, const char *name, const bml_block
  * product in flight), BML_EBUSY, BML_ENOMEM. */
 BML_EXTERN int bml_worker_finish(bml_worker *w, float *out);
 
-/* begin, the CPU's rows on the pool, finish: one product, out[0 .. rows). */
+/* begin, the CPU's rows on the pool, finish: one product, out[0 .. rows).
+ * It never leaves a product in flight: a finish that meets another thread's
+ * call is tried again. */
 BML_EXTERN int bml_worker_mat_vec(bml_worker *w, const char *name, const bml_block_q1_0 *wts,
                                   size_t rows, size_t n, const bml_block_q8_0 *act, float *out);
 
@@ -350,8 +355,9 @@ BML_EXTERN int bml_worker_set_share(bml_worker *w, double share);
  * BANKML_GPU_LIMIT does.  Returns 0, BML_EINVAL, BML_ERANGE, BML_EBUSY. */
 BML_EXTERN int bml_worker_set_limit(bml_worker *w, double limit);
 
-/* Frees every card buffer now (an engine unloading a model); later products
- * upload again.  NULL-safe; waits for a product in flight. */
+/* Frees every card buffer now and forgets the matrices (an engine unloading
+ * a model); later products upload again.  NULL-safe; waits for a product in
+ * flight. */
 BML_EXTERN void bml_worker_release(bml_worker *w);
 
 /* Releases and closes.  NULL-safe. */

@@ -137,8 +137,12 @@ int bml__env_pci_ids(const char **out) {
 static int env_clamped(const char *name, double lo, double hi, double *out) {
   const char *v = env_value(name);
   if (!v) return 0;
-  double d;
-  if (bml__parse_double(v, -1e300, 1e300, &d) != 0) {
+  /* past any range, infinities included, is clamped too; junk and NaN are
+   * not numbers */
+  char *end = NULL;
+  errno = 0;
+  double d = strtod(v, &end);
+  if (end == v || *end != '\0' || v[0] == ' ' || v[0] == '\t' || isnan(d)) {
     bml__error(BML_CAT_ENV, "%s=\"%s\": not a number (expected %g to %g)", name, v, lo, hi);
     return BML_EENV;
   }

@@ -4,6 +4,7 @@
 #include "tune.h"
 
 #include <jansson.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -768,6 +769,7 @@ int bml_worker_begin(bml_worker *w, const char *name, const bml_block_q1_0 *wts,
 
 int bml_worker_finish(bml_worker *w, float *out) {
   if (!w || !out) return BML_EINVAL;
+  if (w->hooks.busy_finishes > 0) return w->hooks.busy_finishes--, BML_EBUSY;
   if (!enter(w)) return BML_EBUSY;
   if (!w->cur.active) {
     leave(w);
@@ -790,7 +792,9 @@ int bml_worker_mat_vec(bml_worker *w, const char *name, const bml_block_q1_0 *wt
   int cpu = rows > card_rows ? bml_pool_q1_0_mat_vec(w->pool, wts + card_rows * nb, rows - card_rows, n, act,
                                                      out + card_rows)
                              : 0;
-  rc = bml_worker_finish(w, out);
+  /* the product must not stay in flight: a finish that met another thread's
+   * short call (status, share) is tried again */
+  while ((rc = bml_worker_finish(w, out)) == BML_EBUSY) sched_yield();
   return cpu ? cpu : rc;
 }
 
@@ -1046,12 +1050,31 @@ int bml_worker_status_json(bml_worker *w, char **json) {
   return *json ? 0 : BML_ENOMEM;
 }
 
+/* Whether the product in flight has a group on entry e. */
+static bool in_flight(const bml_worker *w, const entry *e) {
+  for (size_t i = 0; w->cur.active && i < w->cur.ngroups; i++)
+    if (w->cur.groups[i].e == e) return true;
+  return false;
+}
+
 static void release_all(bml_worker *w) {
   if (w->card) bml__card_finish(w->card); /* a product in flight keeps its staged rows */
+  /* the matrices are forgotten too (an engine that loads model after model
+   * would otherwise keep every name it ever used, and look each up), except
+   * those of a product in flight, whose groups point at them */
+  size_t kept = 0;
   for (size_t i = 0; i < w->nentries; i++) {
-    drop_matrix(w, w->entries[i]);
-    w->entries[i]->cpu_only = false;
+    entry *e = w->entries[i];
+    drop_matrix(w, e);
+    e->cpu_only = false;
+    if (in_flight(w, e)) {
+      w->entries[kept++] = e;
+    } else {
+      free_entry(e);
+      free(e);
+    }
   }
+  w->nentries = kept;
   /* a product in flight keeps its results: they were read into outs' host
    * staging, which is only freed when no product is in flight */
   bml__card_buf_free(&w->acts);

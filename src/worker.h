@@ -12,6 +12,7 @@ typedef struct {
   int fail_launch;      /* the next batch's launch number N (from 1) fails with CL_OUT_OF_RESOURCES, after
                            the launches, copies and reads before it were enqueued (0: none) */
   bml__kernel_id kernel; /* BML_KERNEL_COUNT (the default): the tuned choice by rows */
+  int busy_finishes;    /* the next N finishes meet another thread's call: BML_EBUSY */
 } bml__worker_hooks;
 
 void bml__worker_set_hooks(bml_worker *w, const bml__worker_hooks *h);

@@ -211,6 +211,51 @@ Test(worker, release_frees_every_card_buffer_and_products_go_on) {
   bml_worker_close(w);
 }
 
+/* An engine that loads model after model, releasing between: the worker
+ * forgets the released matrices instead of keeping (and scanning) every
+ * name it was ever given. */
+Test(worker, release_forgets_the_matrices) {
+  bml_worker *w = open_worker("0.5");
+  cr_assert_eq(bml_worker_set_limit(w, 1.0), 0); /* never resting: every product on the card */
+  for (int model = 0; model < 3; model++) {
+    matrix m[5];
+    for (int i = 0; i < 5; i++) m[i] = make(64, 256, (uint64_t)(10 * model + i), false);
+    for (int i = 0; i < 5; i++) expect_exact(w, &m[i], "a model's matrix");
+    json_t *j = status(w);
+    cr_expect_eq(field(j, "matrices"), 5, "model %d: %lld matrices known", model, field(j, "matrices"));
+    json_decref(j);
+    bml_worker_release(w);
+    j = status(w);
+    cr_expect_eq(field(j, "matrices"), 0, "release kept %lld matrices", field(j, "matrices"));
+    json_decref(j);
+    for (int i = 0; i < 5; i++) unmake(&m[i]);
+  }
+  bml_worker_close(w);
+}
+
+/* Another thread's short call (the status) may be inside when
+ * bml_worker_mat_vec finishes: the product is finished all the same, never
+ * left in flight (the hook makes three finishes meet such a call). */
+Test(worker, mat_vec_finishes_its_product_when_a_finish_meets_another_call) {
+  bml_worker *w = open_worker("0.5");
+  cr_assert_eq(bml_worker_set_limit(w, 1.0), 0); /* never resting: the card takes its rows */
+  matrix m = make(256, 1024, 21, false);
+  bml__worker_hooks h = {.busy_finishes = 3, .kernel = BML_KERNEL_COUNT};
+  bml__worker_set_hooks(w, &h);
+  memset(m.got, 0xff, m.rows * sizeof *m.got);
+  cr_expect_eq(bml_worker_mat_vec(w, "m", m.w, m.rows, m.n, m.a, m.got), 0);
+  cr_expect(bml__first_difference(m.want, m.got, m.rows) < 0, "the product differs");
+  json_t *j = status(w);
+  cr_expect_eq(field(j, "products_on_card"), 1, "the card took no rows: the test proves nothing");
+  json_decref(j);
+  size_t card_rows;
+  cr_expect_eq(bml_worker_begin(w, "m", m.w, m.rows, m.n, m.a, &card_rows), 0, "a product was left in flight");
+  cr_expect_eq(bml_pool_q1_0_mat_vec(pool, m.w + card_rows * 8, m.rows - card_rows, m.n, m.a, m.got + card_rows), 0);
+  cr_expect_eq(bml_worker_finish(w, m.got), 0);
+  unmake(&m);
+  bml_worker_close(w);
+}
+
 Test(worker, a_limit_too_small_for_a_matrix_sends_it_to_the_cpu) {
   bml_worker *w = open_worker("0.9");
   cr_assert_eq(bml_worker_set_limit(w, 0.05), 0);
