@@ -365,7 +365,7 @@ Test(worker, each_shape_is_decided_by_its_timings) {
   bml_worker_close(w);
 }
 
-Test(worker, out_of_order_calls_are_refused, .timeout = 120) {
+Test(worker, out_of_order_calls_are_refused) {
   bml_worker *w = open_worker("0.5");
   matrix m = make(64, 1024, 11, false);
   size_t card_rows;
