@@ -197,15 +197,23 @@ static int enumerate_platform(cl_platform_id p, bml__device **devs, size_t *len,
   char *name = query_string(platform_info, p, CL_PLATFORM_NAME, "CL_PLATFORM_NAME", "platform", notes);
   char who[160], e[64];
   snprintf(who, sizeof who, "platform \"%s\"", name);
-  cl_uint n = 0;
+  /* CL_DEVICE_TYPE_ALL leaves custom devices out (the specification says
+   * so): they are asked for on their own, and listed (not usable) */
+  cl_uint n = 0, nc = 0;
   cl_int err = clGetDeviceIDs(p, CL_DEVICE_TYPE_ALL, 0, NULL, &n);
-  cl_device_id *ids = err == CL_SUCCESS && n > 0 ? calloc(n, sizeof *ids) : NULL;
-  if (ids) err = clGetDeviceIDs(p, CL_DEVICE_TYPE_ALL, n, ids, NULL);
-  int rc = 0;
-  if (err != CL_SUCCESS) {
+  if (clGetDeviceIDs(p, CL_DEVICE_TYPE_CUSTOM, 0, NULL, &nc) != CL_SUCCESS) nc = 0; /* none, or too old */
+  if (err != CL_SUCCESS) n = 0;
+  cl_device_id *ids = n + nc > 0 ? calloc(n + nc, sizeof *ids) : NULL;
+  if (ids && n > 0) {
+    err = clGetDeviceIDs(p, CL_DEVICE_TYPE_ALL, n, ids, NULL);
+    if (err != CL_SUCCESS) n = 0;
+  }
+  if (ids && nc > 0 && clGetDeviceIDs(p, CL_DEVICE_TYPE_CUSTOM, nc, ids + n, NULL) != CL_SUCCESS) nc = 0;
+  if (err != CL_SUCCESS && !(err == CL_DEVICE_NOT_FOUND && nc > 0))
     bml__notes_add(notes, "%s: clGetDeviceIDs: %s", who, bml__cl_error_string(err, e, sizeof e));
-    n = 0;
-  } else if (n > 0 && (!ids || grow(devs, *len, n) != 0)) {
+  n += nc;
+  int rc = 0;
+  if (n > 0 && (!ids || grow(devs, *len, n) != 0)) {
     rc = BML_ENOMEM;
     n = 0;
   }

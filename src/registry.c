@@ -337,8 +337,13 @@ static void examine(struct bml_devices *l, const bml__sysfs *fs) {
     bml__notes_add(&l->notes, "%s is not readable: devices are not cross-checked with the kernel", fs->root);
   for (size_t i = 0; i < l->len; i++) {
     bml__device *d = &l->dev[i];
-    if (sysfs_readable) cross_check(d, fs, &l->notes);
-    else d->matched_by = "none";
+    if (sysfs_readable) {
+      cross_check(d, fs, &l->notes);
+    } else {
+      d->matched_by = "none";
+      /* the driver's own address stands (and BANKML_GPU=pci: selects by it) */
+      if (d->cl.pci.valid && !(d->cl.type & CL_DEVICE_TYPE_CPU)) bml__pci_addr_format(d->cl.pci, d->pci_str);
+    }
     d->software = software_kind(d, sysfs_readable);
     d->pub.kind = classify(d);
     judge(d, l->software_allowed);

@@ -36,7 +36,9 @@ static const char *default_pci_ids(void) {
 
 void bml__sysfs_init(bml__sysfs *fs, const char *root, const char *pci_ids) {
   const char *env = NULL;
-  if (!root && bml__env_sysfs_root(&env) == 0) root = env;
+  /* a refused BANKML_SYSFS_ROOT (its message says why) finds nothing, rather
+   * than this machine's /sys in place of the tree the test meant */
+  if (!root) root = bml__env_sysfs_root(&env) != 0 ? REFUSED_ROOT : env;
   if (!root) root = "/sys";
   if (!pci_ids) pci_ids = default_pci_ids();
   memset(fs, 0, sizeof *fs);

@@ -246,6 +246,50 @@ Test(devices, gpu_choice_by_index_and_by_pci_address) {
   bml_devices_free(l);
 }
 
+/* A custom device (which CL_DEVICE_TYPE_ALL leaves out) is listed, as kind
+ * other, not usable. */
+Test(devices, custom_devices_are_listed_not_usable) {
+  use_fake("kinds", "i915");
+  bml_devices *l = discover();
+  const bml_device *d = find(l, "Fake Custom Block");
+  cr_expect_eq(d->kind, BML_KIND_OTHER);
+  cr_expect(!d->usable);
+  cr_expect(d->why_not && strstr(d->why_not, "custom device type") != NULL, "%s", d->why_not);
+  bml_devices_free(l);
+}
+
+/* An unreadable sysfs root: the driver's own PCI address is still listed and
+ * selects the device. */
+Test(devices, the_drivers_pci_address_stands_without_sysfs) {
+  use_fake("mixed", "mixed");
+  setenv("BANKML_SYSFS_ROOT", "/nonexistent-sysfs", 1);
+  setenv("BANKML_GPU", "pci:0000:03:00.0", 1);
+  bml_devices *l = discover();
+  const bml_device *d = find(l, "gfx1030");
+  cr_expect_str_eq(d->pci_address ? d->pci_address : "(none)", "0000:03:00.0");
+  cr_expect(d->selected, "BANKML_GPU=pci:0000:03:00.0 did not select it");
+  cr_expect_str_eq(d->matched_by, "none");
+  cr_expect(has_note(l, "is not readable"));
+  bml_devices_free(l);
+}
+
+/* A refused BANKML_SYSFS_ROOT is said, and then nothing is found under any
+ * root: not this machine's /sys in place of the test's tree. */
+Test(devices, a_refused_sysfs_root_finds_nothing) {
+  use_fake("mixed", "mixed");
+  setenv("BANKML_SYSFS_ROOT", "tests/fixtures/sysfs/mixed", 1); /* relative: refused */
+  logged[0] = '\0';
+  bml_log_set_sink(capture, NULL);
+  bml_devices *l = discover();
+  bml_log_set_sink(NULL, NULL);
+  cr_expect(strstr(logged, "BANKML_SYSFS_ROOT") != NULL && strstr(logged, "not an absolute path") != NULL, "%s",
+            logged);
+  for (size_t i = 0; i < bml_devices_count(l); i++)
+    cr_expect_str_eq(bml_devices_get(l, i)->matched_by, "none", "%s was cross-checked",
+                     bml_devices_get(l, i)->name);
+  bml_devices_free(l);
+}
+
 Test(devices, bad_gpu_choices_are_refused_by_name) {
   static const char *bad[] = {"junk", "0,", ",1", "1;2", "-1", "pci:", "pci:zz:00.0", "9", "pci:0000:09:00.0", "99999"};
   use_fake("mixed", "mixed");
