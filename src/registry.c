@@ -21,8 +21,12 @@ static int parse_indices(const char *value, bml__gpu_choice *out) {
     if (!isdigit((unsigned char)*p)) return gpu_choice_error(value, "not a list of indices");
     char *end;
     unsigned long v = strtoul(p, &end, 10);
-    if (v > 4096 || out->nindices == BML_ARRAY_SIZE(out->indices))
-      return gpu_choice_error(value, "index out of range");
+    if (v > 4096) return gpu_choice_error(value, "index out of range");
+    if (out->nindices == BML_ARRAY_SIZE(out->indices)) {
+      char why[48];
+      snprintf(why, sizeof why, "more than %zu indices", BML_ARRAY_SIZE(out->indices));
+      return gpu_choice_error(value, why);
+    }
     out->indices[out->nindices++] = (size_t)v;
     if (*end == '\0') return 0;
     if (*end != ',') return gpu_choice_error(value, "not a list of indices");

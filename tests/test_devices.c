@@ -302,6 +302,14 @@ Test(devices, bad_gpu_choices_are_refused_by_name) {
     cr_expect_null(l);
     cr_expect(strstr(logged, "BANKML_GPU") && strstr(logged, bad[i]), "message for \"%s\": %s", bad[i], logged);
   }
+  /* 65 valid indices: the list is too long, not an index out of range */
+  char many[200] = "0";
+  for (int i = 1; i < 65; i++) strcat(many, ",0");
+  setenv("BANKML_GPU", many, 1);
+  logged[0] = '\0';
+  bml_devices *l = NULL;
+  cr_expect_eq(bml_devices_discover(NULL, &l), BML_EENV);
+  cr_expect(strstr(logged, "more than 64 indices") != NULL, "%s", logged);
   bml_log_set_sink(NULL, NULL);
 }
 
