@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <jansson.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,17 +45,53 @@ static void apply(bml__card *c, const choice *ch) {
 
 /* ---- the cache file ----------------------------------------------------------- */
 
-/* $BANKML_CACHE_DIR, else $XDG_CACHE_HOME/bankml-cl, else ~/.cache/bankml-cl. */
+/* The cache file's layout: 2 since "never _lr" is -1 (1 wrote 0 for both
+ * "always" and "never"; its entries are measured again). */
+#define TUNE_SCHEMA 2
+
+/* Said once a process: where the tuning cannot be remembered, and why. */
+static atomic_bool cache_warned;
+#define cache_warning(...)                                                      \
+  do {                                                                          \
+    if (!atomic_exchange(&cache_warned, true)) bml__warn(BML_CAT_BUILD, __VA_ARGS__); \
+  } while (0)
+
+/* $BANKML_CACHE_DIR, else $XDG_CACHE_HOME/bankml-cl, else ~/.cache/bankml-cl
+ * (absolute paths only: a relative one would depend on the directory the
+ * program runs in; XDG says to ignore a relative $XDG_CACHE_HOME). */
 static int cache_path(char *buf, size_t len) {
   const char *dir = NULL, *xdg = NULL, *home = NULL;
   bml__env_cache_dirs(&dir, &xdg, &home);
+  buf[0] = '\0';
+  if (dir && dir[0] != '/') {
+    cache_warning("BANKML_CACHE_DIR=\"%s\" is not an absolute path: the tuning is not remembered", dir);
+    return BML_EIO;
+  }
+  if (xdg && xdg[0] != '/') xdg = NULL;
+  if (home && home[0] != '/') home = NULL;
   int n = dir ? snprintf(buf, len, "%s/tuning.json", dir)
         : xdg ? snprintf(buf, len, "%s/bankml-cl/tuning.json", xdg)
         : home ? snprintf(buf, len, "%s/.cache/bankml-cl/tuning.json", home)
                : -1;
   if (n > 0 && (size_t)n < len) return 0;
   buf[0] = '\0';
+  cache_warning("%s: the tuning is not remembered", n < 0 ? "no cache directory (set BANKML_CACHE_DIR or HOME)"
+                                                          : "the cache directory's path is too long");
   return BML_EIO;
+}
+
+/* The cache file as JSON, or NULL when it is absent, not a regular file (a
+ * FIFO would block the read) or not the layout this version writes. */
+static json_t *load_root(const char *path) {
+  struct stat st;
+  if (stat(path, &st) != 0 || !S_ISREG(st.st_mode)) return NULL;
+  json_t *root = json_load_file(path, 0, NULL);
+  if (!json_is_object(root) || json_integer_value(json_object_get(root, "schema")) != TUNE_SCHEMA ||
+      !json_is_array(json_object_get(root, "entries"))) {
+    json_decref(root);
+    return NULL;
+  }
+  return root;
 }
 
 static bool entry_matches(json_t *e, const bml__cl_info *ci) {
@@ -71,19 +108,34 @@ static size_t field(json_t *e, const char *name, json_int_t hi) {
   return v >= 1 && v <= hi ? (size_t)v : 0;
 }
 
+/* Whether the tunables are among those measured (a hand-edited cache may
+ * hold any number, and the kernels are only right for these). */
+static bool candidate(const choice *c) {
+  bool l = false, lr = false;
+  for (size_t i = 0; i < BML_ARRAY_SIZE(l_candidates); i++) l |= c->lrows == l_candidates[i];
+  for (size_t i = 0; i < BML_ARRAY_SIZE(lr_candidates); i++)
+    lr |= c->lrrows == lr_candidates[i][0] && c->lrrpt == lr_candidates[i][1];
+  return l && lr;
+}
+
 /* The remembered choice for this device, driver and version, if any. */
 static bool load(const char *path, const bml__cl_info *ci, choice *ch) {
-  json_t *root = json_load_file(path, 0, NULL);
+  json_t *root = load_root(path);
   json_t *entries = json_object_get(root, "entries");
   bool found = false;
   for (size_t i = 0; !found && i < json_array_size(entries); i++) {
     json_t *e = json_array_get(entries, i);
+    if (!entry_matches(e, ci)) continue;
     choice c = {field(e, "lrows", 4096), field(e, "lrrows", 4096), field(e, "lrrpt", 4), 0, 0, 0};
-    json_int_t from = json_integer_value(json_object_get(e, "lr_from_rows"));
-    c.lr_from = from > 0 ? (size_t)from : SIZE_MAX;
-    if (entry_matches(e, ci) && c.lrows && c.lrrows && c.lrrpt) {
+    json_t *from = json_object_get(e, "lr_from_rows"); /* -1: never */
+    json_int_t f = json_integer_value(from);
+    c.lr_from = f < 0 ? SIZE_MAX : (size_t)f;
+    if (json_is_integer(from) && f >= -1 && candidate(&c)) {
       *ch = c;
       found = true;
+    } else {
+      bml__debug(BML_CAT_BUILD, "tuning cache %s: the entry for \"%s\" is not one this version writes: "
+                 "measured again", path, ci->name);
     }
   }
   json_decref(root);
@@ -104,25 +156,25 @@ static void make_dirs(const char *path) {
 /* Adds (or replaces) this device's entry; a failure to write only costs a
  * measurement next time, so it is a debug message. */
 static void save(const char *path, const bml__cl_info *ci, const choice *ch) {
-  json_t *root = json_load_file(path, 0, NULL);
-  if (!json_is_object(root)) {
-    json_decref(root);
-    root = json_pack("{s:i, s:[]}", "schema", 1, "entries");
-  }
+  json_t *root = load_root(path); /* another layout is replaced whole */
+  if (!root) root = json_pack("{s:i, s:[]}", "schema", TUNE_SCHEMA, "entries");
   json_t *entries = json_object_get(root, "entries");
   for (size_t i = json_array_size(entries); i-- > 0;)
     if (entry_matches(json_array_get(entries, i), ci)) json_array_remove(entries, i);
-  json_int_t from = ch->lr_from > (size_t)INT32_MAX ? 0 : (json_int_t)ch->lr_from; /* 0: never */
-  json_array_append_new(entries, json_pack("{s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:f, s:f}", "device", ci->name,
+  json_int_t from = ch->lr_from > (size_t)INT32_MAX ? -1 : (json_int_t)ch->lr_from; /* -1: never */
+  if (!root || json_array_append_new(entries, json_pack("{s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:f, s:f}", "device", ci->name,
                                            "driver", ci->driver_version, "bankml_cl_version", bml_version_string(),
                                            "lrows", (json_int_t)ch->lrows, "lrrows", (json_int_t)ch->lrrows,
                                            "lrrpt", (json_int_t)ch->lrrpt, "lr_from_rows", from, "us_4096x4096",
-                                           ch->us_few, "us_32768x4096", ch->us_many));
+                                           ch->us_few, "us_32768x4096", ch->us_many)) != 0) {
+    json_decref(root);
+    return;
+  }
   make_dirs(path);
   char tmp[1100];
   snprintf(tmp, sizeof tmp, "%s.%ld.tmp", path, (long)getpid());
   if (json_dump_file(root, tmp, JSON_INDENT(2)) != 0 || rename(tmp, path) != 0) {
-    bml__debug(BML_CAT_BUILD, "cannot write the tuning cache %s", path);
+    cache_warning("cannot write the tuning cache %s: the tuning is measured again next time", path);
     remove(tmp);
   }
   json_decref(root);
@@ -228,6 +280,9 @@ int bml__tune(bml__card *c, const bml__cl_info *ci) {
   choice ch = default_choice;
   char path[1024];
   bool cached = cache_path(path, sizeof path) == 0 && load(path, ci, &ch);
+  if (cached)
+    bml__debug(BML_CAT_BUILD, "tuning of \"%s\" remembered: _l %zu, _lr %zux%zu from %zu rows", c->name, ch.lrows,
+               ch.lrrows, ch.lrrpt, ch.lr_from);
   if (cached || tuning_off) {
     apply(c, &ch);
     return 0;

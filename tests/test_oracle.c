@@ -318,11 +318,69 @@ Test(oracle, tunables_are_measured_once_and_remembered) {
   text[got] = '\0';
   fclose(f);
   cr_expect(strstr(text, bml_devices_get(l, i)->name) && strstr(text, "\"lrows\"") && strstr(text, "\"lrrpt\""), "%s", text);
+  /* what is remembered is what was measured, "always _lr" (0 rows) included */
+  const char *tuned = strstr(logged, "tuned \"");
+  char from[64] = "";
+  if (tuned && strstr(tuned, " from ")) sscanf(strstr(tuned, " from "), " from %63s", from);
   logged[0] = '\0';
   c.n = 0;
   cr_assert_eq(verify(l, i, &c, 1), 0);
   cr_expect(strstr(logged, "tuning \"") == NULL, "measured again although remembered: %s", logged);
+  const char *remembered = strstr(logged, "remembered: ");
+  char from2[64] = "";
+  if (remembered && strstr(remembered, " from ")) sscanf(strstr(remembered, " from "), " from %63s", from2);
+  cr_expect(from[0] && strcmp(from, from2) == 0, "measured _lr from %s rows, remembered from %s: %s", from, from2,
+            logged);
   bml_log_set_sink(NULL, NULL);
+  remove(path);
+  rmdir(dir);
+  bml_devices_free(l);
+}
+
+/* Writes text as the tuning cache in dir. */
+static void write_cache(const char *dir, const char *text) {
+  char path[256];
+  snprintf(path, sizeof path, "%s/tuning.json", dir);
+  FILE *f = fopen(path, "w");
+  cr_assert_not_null(f);
+  fputs(text, f);
+  fclose(f);
+}
+
+/* A cache of another layout, odd JSON, or tunables no measurement gives (a
+ * hand edit) is measured again and replaced, and the card still verifies. */
+Test(oracle, a_cache_this_version_did_not_write_is_measured_again_and_replaced) {
+  char dir[] = "/tmp/bankml-cl-tune-XXXXXX";
+  cr_assert_not_null(mkdtemp(dir));
+  setenv("BANKML_CACHE_DIR", dir, 1);
+  setenv("BANKML_DEBUG", "build", 1);
+  size_t i;
+  bml_devices *l = card_under_test(&i);
+  const bml_device *d = bml_devices_get(l, i);
+  char edited[1024];
+  snprintf(edited, sizeof edited,
+           "{\"schema\": 2, \"entries\": [{\"device\": \"%s\", \"driver\": \"%s\", \"bankml_cl_version\": \"%s\", "
+           "\"lrows\": 48, \"lrrows\": 32, \"lrrpt\": 4, \"lr_from_rows\": 0}]}",
+           d->name, l->dev[i].cl.driver_version, bml_version_string());
+  const char *caches[] = {"{\"schema\": 1, \"entries\": []}", "{\"schema\": 2, \"entries\": {}}", "[1, 2]", edited};
+  bml__oracle_hooks h = {.quick = true};
+  bml__oracle_set_hooks(&h);
+  bml_log_set_sink(capture, NULL);
+  for (size_t k = 0; k < BML_ARRAY_SIZE(caches); k++) {
+    write_cache(dir, caches[k]);
+    static collected c;
+    logged[0] = '\0';
+    c.n = 0;
+    cr_expect_eq(verify(l, i, &c, 1), 0, "cache %zu: not verified", k);
+    cr_expect(strstr(logged, "tuned \"") != NULL, "cache %zu was used: %s", k, logged);
+    logged[0] = '\0';
+    c.n = 0;
+    cr_expect_eq(verify(l, i, &c, 1), 0);
+    cr_expect(strstr(logged, "tuning \"") == NULL, "cache %zu was not replaced: measured again: %s", k, logged);
+  }
+  bml_log_set_sink(NULL, NULL);
+  char path[256];
+  snprintf(path, sizeof path, "%s/tuning.json", dir);
   remove(path);
   rmdir(dir);
   bml_devices_free(l);
