@@ -7,6 +7,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -155,7 +157,7 @@ static void make_dirs(const char *path) {
 
 /* Adds (or replaces) this device's entry; a failure to write only costs a
  * measurement next time, so it is a debug message. */
-static void save(const char *path, const bml__cl_info *ci, const choice *ch) {
+static void save_locked(const char *path, const bml__cl_info *ci, const choice *ch) {
   json_t *root = load_root(path); /* another layout is replaced whole */
   if (!root) root = json_pack("{s:i, s:[]}", "schema", TUNE_SCHEMA, "entries");
   json_t *entries = json_object_get(root, "entries");
@@ -170,7 +172,6 @@ static void save(const char *path, const bml__cl_info *ci, const choice *ch) {
     json_decref(root);
     return;
   }
-  make_dirs(path);
   char tmp[1100];
   snprintf(tmp, sizeof tmp, "%s.%ld.tmp", path, (long)getpid());
   if (json_dump_file(root, tmp, JSON_INDENT(2)) != 0 || rename(tmp, path) != 0) {
@@ -178,6 +179,22 @@ static void save(const char *path, const bml__cl_info *ci, const choice *ch) {
     remove(tmp);
   }
   json_decref(root);
+}
+
+/* save_locked under an exclusive lock of PATH.lock, so that two processes
+ * saving at once do not each drop the other's new entry.  Without the lock
+ * (it cannot be made) the save goes ahead: at worst one entry is measured
+ * again next time. */
+static void save(const char *path, const bml__cl_info *ci, const choice *ch) {
+  make_dirs(path);
+  char lock[1100];
+  snprintf(lock, sizeof lock, "%s.lock", path);
+  int fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd >= 0)
+    while (flock(fd, LOCK_EX) != 0 && errno == EINTR) {
+    }
+  save_locked(path, ci, ch);
+  if (fd >= 0) close(fd); /* releases the lock */
 }
 
 /* ---- the measurement ---------------------------------------------------------- */
