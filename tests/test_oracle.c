@@ -296,13 +296,29 @@ static void capture(void *ctx, bml_log_level level, const char *cat, const char 
   strcat(logged, "\n");
 }
 
-Test(oracle, tunables_are_measured_once_and_remembered) {
-  char dir[] = "/tmp/bankml-cl-tune-XXXXXX";
+/* A fresh tuning cache in dir (a mkdtemp template) with the build's debug
+ * lines on; the card under test's listing, its index in *index. */
+static bml_devices *tuning_fixture(char *dir, size_t *index) {
   cr_assert_not_null(mkdtemp(dir));
   setenv("BANKML_CACHE_DIR", dir, 1);
   setenv("BANKML_DEBUG", "build", 1);
+  return card_under_test(index);
+}
+
+/* Removes the cache, its lock and dir. */
+static void tuning_cleanup(const char *dir) {
+  char path[256];
+  snprintf(path, sizeof path, "%s/tuning.json", dir);
+  remove(path);
+  snprintf(path, sizeof path, "%s/tuning.json.lock", dir);
+  remove(path);
+  rmdir(dir);
+}
+
+Test(oracle, tunables_are_measured_once_and_remembered) {
+  char dir[] = "/tmp/bankml-cl-tune-XXXXXX";
   size_t i;
-  bml_devices *l = card_under_test(&i);
+  bml_devices *l = tuning_fixture(dir, &i);
   bml__oracle_hooks h = {.quick = true};
   bml__oracle_set_hooks(&h);
   bml_log_set_sink(capture, NULL);
@@ -332,8 +348,7 @@ Test(oracle, tunables_are_measured_once_and_remembered) {
   cr_expect(from[0] && strcmp(from, from2) == 0, "measured _lr from %s rows, remembered from %s: %s", from, from2,
             logged);
   bml_log_set_sink(NULL, NULL);
-  remove(path);
-  rmdir(dir);
+  tuning_cleanup(dir);
   bml_devices_free(l);
 }
 
@@ -351,11 +366,8 @@ static void write_cache(const char *dir, const char *text) {
  * hand edit) is measured again and replaced, and the card still verifies. */
 Test(oracle, a_cache_this_version_did_not_write_is_measured_again_and_replaced) {
   char dir[] = "/tmp/bankml-cl-tune-XXXXXX";
-  cr_assert_not_null(mkdtemp(dir));
-  setenv("BANKML_CACHE_DIR", dir, 1);
-  setenv("BANKML_DEBUG", "build", 1);
   size_t i;
-  bml_devices *l = card_under_test(&i);
+  bml_devices *l = tuning_fixture(dir, &i);
   const bml_device *d = bml_devices_get(l, i);
   char edited[1024];
   snprintf(edited, sizeof edited,
@@ -379,10 +391,7 @@ Test(oracle, a_cache_this_version_did_not_write_is_measured_again_and_replaced) 
     cr_expect(strstr(logged, "tuning \"") == NULL, "cache %zu was not replaced: measured again: %s", k, logged);
   }
   bml_log_set_sink(NULL, NULL);
-  char path[256];
-  snprintf(path, sizeof path, "%s/tuning.json", dir);
-  remove(path);
-  rmdir(dir);
+  tuning_cleanup(dir);
   bml_devices_free(l);
 }
 
