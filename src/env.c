@@ -140,8 +140,7 @@ static int env_clamped(const char *name, double lo, double hi, double *out) {
   /* past any range, infinities included, is clamped too; junk and NaN are
    * not numbers */
   char *end = NULL;
-  errno = 0;
-  double d = strtod(v, &end);
+  double d = strtod(v, &end); /* an overflow's ERANGE is clamped below like any other */
   if (end == v || *end != '\0' || v[0] == ' ' || v[0] == '\t' || isnan(d)) {
     bml__error(BML_CAT_ENV, "%s=\"%s\": not a number (expected %g to %g)", name, v, lo, hi);
     return BML_EENV;

@@ -2,12 +2,12 @@
 #include "tune.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <jansson.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <fcntl.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -156,7 +156,7 @@ static void make_dirs(const char *path) {
 }
 
 /* Adds (or replaces) this device's entry; a failure to write only costs a
- * measurement next time, so it is a debug message. */
+ * measurement next time, so it is a warning, once. */
 static void save_locked(const char *path, const bml__cl_info *ci, const choice *ch) {
   json_t *root = load_root(path); /* another layout is replaced whole */
   if (!root) root = json_pack("{s:i, s:[]}", "schema", TUNE_SCHEMA, "entries");

@@ -172,10 +172,12 @@ static void drop_matrix(bml_worker *w, entry *e) {
   memset(e->held, 0, e->nmembers * sizeof *e->held);
 }
 
+/* Frees e and what it owns (its card buffers are dropped before). */
 static void free_entry(entry *e) {
   for (size_t i = 0; i < e->nmembers; i++) free(e->members[i].name);
   free(e->members);
   free(e->held);
+  free(e);
 }
 
 static bool entry_is(const entry *e, const bml_product *p, size_t count) {
@@ -201,7 +203,6 @@ static entry *new_entry(bml_worker *w, const bml_product *p, size_t count) {
   }
   if (!ok) {
     free_entry(e);
-    free(e);
     return NULL;
   }
   w->entries[w->nentries++] = e;
@@ -1067,12 +1068,8 @@ static void release_all(bml_worker *w) {
     entry *e = w->entries[i];
     drop_matrix(w, e);
     e->cpu_only = false;
-    if (in_flight(w, e)) {
-      w->entries[kept++] = e;
-    } else {
-      free_entry(e);
-      free(e);
-    }
+    if (in_flight(w, e)) w->entries[kept++] = e;
+    else free_entry(e);
   }
   w->nentries = kept;
   /* a product in flight keeps its results: they were read into outs' host
@@ -1093,10 +1090,7 @@ void bml_worker_close(bml_worker *w) {
   w->cur.active = false;
   release_all(w);
   release_reads(&w->cur); /* a product begun and never finished: the card is drained now */
-  for (size_t i = 0; i < w->nentries; i++) {
-    free_entry(w->entries[i]);
-    free(w->entries[i]);
-  }
+  for (size_t i = 0; i < w->nentries; i++) free_entry(w->entries[i]);
   free(w->entries);
   free(w->shapes);
   free(w->card_rows);

@@ -165,6 +165,7 @@ static int add_shape(struct bench_args *args, const char *s) {
   if (rows < 1) return bad_value("--shape", s, "ROWS must be at least 1");
   if (n < BML_Q1_0_BLOCK || n % BML_Q1_0_BLOCK != 0)
     return bad_value("--shape", s, "N must be a positive multiple of 128");
+  /* the one check of a shape's size, for every mode: its weights and results fit the address space */
   if ((size_t)rows > SIZE_MAX / ((size_t)n / BML_Q1_0_BLOCK * sizeof(bml_block_q1_0)) ||
       (size_t)rows > SIZE_MAX / sizeof(float))
     return bad_value("--shape", s, "too large for this machine's address space");

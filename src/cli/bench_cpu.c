@@ -31,12 +31,7 @@ static int product_init(struct product *p, const struct bench_shape *shape) {
   memset(p, 0, sizeof *p);
   p->rows = shape->rows;
   p->n = shape->n;
-  size_t wblocks = p->n / BML_Q1_0_BLOCK;
-  if (p->rows > SIZE_MAX / sizeof *p->w / wblocks || p->rows > SIZE_MAX / sizeof(float)) {
-    fprintf(stderr, "bankml-cl bench: %zux%zu: too large for this machine's address space\n",
-            p->rows, p->n);
-    return BML_ERANGE;
-  }
+  size_t wblocks = p->n / BML_Q1_0_BLOCK; /* the sizes fit: --shape refuses any other (bench.c) */
   p->w_bytes = p->rows * wblocks * sizeof *p->w;
   p->a_bytes = p->n / BML_Q8_0_BLOCK * sizeof *p->a;
   p->out_bytes = p->rows * sizeof(float);
