@@ -33,7 +33,7 @@ typedef struct {
   bml__soc_info soc;
   const char *matched_by;     /* "pci-bus-info", "vendor-id", "drm", "none" */
   bml__pci_addr pci;          /* the address used to match (may come from vendor-id) */
-  char pci_str[16];
+  char pci_str[BML__PCI_ADDR_SIZE];
   const char *software;       /* why it is software ("PoCL", "llvmpipe", ...), or NULL */
   char why_not[256];          /* "" when usable */
   char **registrations;       /* platform names it was registered under (duplicates) */

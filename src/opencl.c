@@ -114,7 +114,7 @@ static bool pci_from_khr(bml__cl_info *ci) {
   if (!bml__cl_has_extension(ci->extensions, "cl_khr_pci_bus_info") ||
       clGetDeviceInfo(ci->id, CL_DEVICE_PCI_BUS_INFO_KHR, sizeof info, &info, NULL) != CL_SUCCESS)
     return false;
-  ci->pci = (bml__pci_addr){true, (uint16_t)info.pci_domain, (uint8_t)info.pci_bus,
+  ci->pci = (bml__pci_addr){true, info.pci_domain, (uint8_t)info.pci_bus,
                             (uint8_t)info.pci_device, (uint8_t)info.pci_function};
   return true;
 }
@@ -137,7 +137,7 @@ static bool pci_from_nv(bml__cl_info *ci) {
   /* the domain query is newer than the others: 0 when the driver lacks it */
   if (clGetDeviceInfo(ci->id, BML_CL_DEVICE_PCI_DOMAIN_ID_NV, sizeof domain, &domain, NULL) != CL_SUCCESS)
     domain = 0;
-  ci->pci = (bml__pci_addr){true, (uint16_t)domain, (uint8_t)bus, (uint8_t)(slot >> 3), (uint8_t)(slot & 7)};
+  ci->pci = (bml__pci_addr){true, domain, (uint8_t)bus, (uint8_t)(slot >> 3), (uint8_t)(slot & 7)};
   return true;
 }
 

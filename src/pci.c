@@ -16,12 +16,12 @@
 
 /* ---- addresses ------------------------------------------------------------------ */
 
-void bml__pci_addr_format(bml__pci_addr a, char buf[16]) {
+void bml__pci_addr_format(bml__pci_addr a, char buf[BML__PCI_ADDR_SIZE]) {
   if (!a.valid) {
     buf[0] = '\0';
     return;
   }
-  snprintf(buf, 16, "%04x:%02x:%02x.%x", (unsigned)a.domain, (unsigned)a.bus, (unsigned)a.dev,
+  snprintf(buf, BML__PCI_ADDR_SIZE, "%04x:%02x:%02x.%x", (unsigned)a.domain, (unsigned)a.bus, (unsigned)a.dev,
            (unsigned)a.fn);
 }
 
@@ -41,12 +41,16 @@ int bml__pci_addr_parse(const char *s, bml__pci_addr *out) {
   unsigned domain = 0, bus, dev, fn;
   if (!s) return BML_EINVAL;
   const char *p = s;
-  bool with_domain = strlen(s) == 12;
-  if (with_domain && !(hex_digits(&p, 4, &domain) && *p++ == ':')) return BML_EINVAL;
+  const size_t len = strlen(s);
+  if (len >= 12) { /* a domain: four digits, or five to eight without a leading zero */
+    const int digits = (int)(len - 8);
+    if (digits > 8 || (digits > 4 && s[0] == '0') || !hex_digits(&p, digits, &domain) || *p++ != ':')
+      return BML_EINVAL;
+  }
   if (!hex_digits(&p, 2, &bus) || *p++ != ':' || !hex_digits(&p, 2, &dev) || *p++ != '.' ||
       !hex_digits(&p, 1, &fn) || *p != '\0' || dev > 0x1f || fn > 7)
     return BML_EINVAL;
-  *out = (bml__pci_addr){.valid = true, .domain = (uint16_t)domain, .bus = (uint8_t)bus,
+  *out = (bml__pci_addr){.valid = true, .domain = domain, .bus = (uint8_t)bus,
                          .dev = (uint8_t)dev, .fn = (uint8_t)fn};
   return 0;
 }
@@ -194,7 +198,7 @@ static void lp_fill_ext(struct pci_dev *d, int known, bml__pci_info *out) {
 
 /* Ids, class and names of addr. */
 static int lp_ids(struct pci_access *acc, bml__pci_addr addr, bml__pci_info *out) {
-  struct pci_dev *d = lp.dev = pci_get_dev(acc, addr.domain, addr.bus, addr.dev, addr.fn);
+  struct pci_dev *d = lp.dev = pci_get_dev(acc, (int)addr.domain, addr.bus, addr.dev, addr.fn);
   int known = pci_fill_info(d, PCI_FILL_IDENT | PCI_FILL_CLASS | LP_FILL_EXT);
   if (!(known & PCI_FILL_IDENT) || d->vendor_id == 0 || d->vendor_id == 0xffff) {
     bml__notes_add(lp.notes, "libpci: vendor id 0x%04x is not a device's", (unsigned)d->vendor_id);
@@ -281,7 +285,7 @@ static int ids_missing(const bml__sysfs *fs, const char *name, bml__notes *notes
 
 static int method_sysfs(const bml__sysfs *fs, bml__pci_addr addr, bml__pci_info *out,
                         bml__notes *notes) {
-  char name[16];
+  char name[BML__PCI_ADDR_SIZE];
   pci_ids ids = {0};
   bml__pci_addr_format(addr, name);
   read_ids(fs, name, &ids, notes);
@@ -323,12 +327,12 @@ int bml__pci_lookup(const bml__sysfs *fs, bml__pci_addr addr, bml__pci_info *out
 
 /* ---- display functions -------------------------------------------------------------- */
 
-static uint32_t addr_key(bml__pci_addr a) {
-  return (uint32_t)a.domain << 16 | (uint32_t)a.bus << 8 | (uint32_t)a.dev << 3 | a.fn;
+static uint64_t addr_key(bml__pci_addr a) {
+  return (uint64_t)a.domain << 16 | (uint64_t)a.bus << 8 | (uint64_t)a.dev << 3 | a.fn;
 }
 
 static int addr_cmp(const void *x, const void *y) {
-  uint32_t a = addr_key(*(const bml__pci_addr *)x), b = addr_key(*(const bml__pci_addr *)y);
+  uint64_t a = addr_key(*(const bml__pci_addr *)x), b = addr_key(*(const bml__pci_addr *)y);
   return a < b ? -1 : a > b;
 }
 

@@ -268,7 +268,7 @@ static int apply_choice(struct bml_devices *l, const bml__gpu_choice *c) {
       select_device(l, c->indices[k]);
     }
   } else {
-    char want[16];
+    char want[BML__PCI_ADDR_SIZE];
     bml__pci_addr_format(c->pci, want);
     size_t i = 0;
     while (i < l->len && strcmp(l->dev[i].pci_str, want) != 0) i++;

@@ -300,7 +300,7 @@ static void read_lmem(const bml__sysfs *fs, const char *dev_rel, bml__pci_info *
 
 void bml__sysfs_pci_attrs(const bml__sysfs *fs, bml__pci_addr addr, bml__pci_info *out,
                           bml__notes *notes) {
-  char name[16], dev_rel[64], rel[96];
+  char name[BML__PCI_ADDR_SIZE], dev_rel[64], rel[96];
   bml__pci_addr_format(addr, name);
   snprintf(dev_rel, sizeof dev_rel, "bus/pci/devices/%s", name);
   snprintf(rel, sizeof rel, "%s/driver", dev_rel);

@@ -5,16 +5,21 @@
 #include "bml.h"
 
 /* A PCI function, domain:bus:device.function; printed "%04x:%02x:%02x.%x",
- * the name of its /sys/bus/pci/devices entry. */
+ * the name of its /sys/bus/pci/devices entry.  Linux's domains are 32 bits
+ * (VMD and Hyper-V use domains past ffff: "10000:00:02.0"). */
 typedef struct {
   bool valid;
-  uint16_t domain;
+  uint32_t domain;
   uint8_t bus, dev, fn;
 } bml__pci_addr;
 
+/* The longest address, "ffffffff:ff:1f.7", and its terminating NUL. */
+#define BML__PCI_ADDR_SIZE 17
 /* Writes "0000:03:00.0" (or "" when !a.valid) into buf. */
-void bml__pci_addr_format(bml__pci_addr a, char buf[16]);
-/* Parses "0000:03:00.0" (or "03:00.0", domain 0).  Returns 0 or BML_EINVAL. */
+void bml__pci_addr_format(bml__pci_addr a, char buf[BML__PCI_ADDR_SIZE]);
+/* Parses "0000:03:00.0" (or "03:00.0", domain 0; a domain of five to eight
+ * digits, as Linux writes those past ffff, has no leading zero).  Returns
+ * 0 or BML_EINVAL. */
 int bml__pci_addr_parse(const char *s, bml__pci_addr *out);
 
 /* Where to look: every path is relative to root, so tests run on fixture

@@ -180,6 +180,29 @@ Test(devices, nvidia_bus_slot_queries_give_the_pci_address) {
   bml_devices_free(l);
 }
 
+/* Two cards a 16-bit domain would confuse: both listed, each by its own
+ * address, and each selectable by it. */
+Test(devices, pci_domains_past_ffff_are_kept_whole) {
+  use_fake("vmd", NULL);
+  setenv("BANKML_SYSFS_ROOT", "/nonexistent-sysfs", 1); /* no sysfs to say: the driver's addresses stand */
+  const char *want[] = {"0000:01:00.0", "10000:01:00.0"};
+  for (size_t pick = 0; pick < 2; pick++) {
+    char choice[32];
+    snprintf(choice, sizeof choice, "pci:%s", want[pick]);
+    setenv("BANKML_GPU", choice, 1);
+    bml_devices *l = discover();
+    cr_assert_eq(bml_devices_count(l), 2, "one of the two cards was taken for the other");
+    for (size_t i = 0; i < 2; i++) {
+      const bml_device *d = bml_devices_get(l, i);
+      cr_assert(d->pci_address != NULL, "device %zu has no address", i);
+      const size_t k = strcmp(d->pci_address, want[0]) == 0 ? 0 : 1;
+      cr_expect_str_eq(d->pci_address, want[k]);
+      cr_expect_eq(d->selected, k == pick, "%s: selected %d under %s", d->pci_address, d->selected, choice);
+    }
+    bml_devices_free(l);
+  }
+}
+
 Test(devices, amd_topology_gives_the_pci_address) {
   use_fake("amd-topology", "amdgpu");
   bml_devices *l = discover();

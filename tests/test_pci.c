@@ -157,9 +157,10 @@ Test(pci, addresses_round_trip_through_parse_and_format) {
   const char *good[][2] = {
       {"0000:03:00.0", "0000:03:00.0"}, {"ffff:ff:1f.7", "ffff:ff:1f.7"},
       {"03:00.0", "0000:03:00.0"},      {"0001:0A:1F.3", "0001:0a:1f.3"},
-      {"0000:00:06.0", "0000:00:06.0"},
+      {"0000:00:06.0", "0000:00:06.0"}, {"10000:00:02.0", "10000:00:02.0"},
+      {"ffffffff:ff:1f.7", "ffffffff:ff:1f.7"}, {"1A2B3:05:00.1", "1a2b3:05:00.1"},
   };
-  char buf[16];
+  char buf[BML__PCI_ADDR_SIZE];
   for (size_t i = 0; i < BML_ARRAY_SIZE(good); i++) {
     bml__pci_addr a = addr(good[i][0]);
     cr_expect(a.valid);
@@ -169,6 +170,8 @@ Test(pci, addresses_round_trip_through_parse_and_format) {
   }
   bml__pci_addr a = addr("0002:20:1e.5");
   cr_expect(a.domain == 2 && a.bus == 0x20 && a.dev == 0x1e && a.fn == 5);
+  a = addr("10000:00:02.0");
+  cr_expect(a.domain == 0x10000 && a.bus == 0 && a.dev == 2 && a.fn == 0, "domain %x", a.domain);
 }
 
 Test(pci, bad_addresses_are_refused_and_not_stored) {
@@ -176,7 +179,8 @@ Test(pci, bad_addresses_are_refused_and_not_stored) {
       "",              "0000:03:00",     "0000:03:00.8",   "0000:03:20.0",  "00000:03:00.0",
       "0000:003:00.0", " 0000:03:00.0",  "0000:03:00.0 ",  "0000:03:00.00", "g000:03:00.0",
       "0000-03-00.0",  "+000:03:00.0",   "0000:03:0.0",    "3:00.0",        "pci:0000:03:00.0",
-      "0000:03:00.0\n", "0000:03:00.-1", "0000:0x:00.0",
+      "0000:03:00.0\n", "0000:03:00.-1", "0000:0x:00.0", "000010000:00:02.0", "100000000:00:02.0",
+      "01000:00:02.0", "0001000:00:02.0", "10000:0:02.0",  "10000:000:02.0",
   };
   bml__pci_addr a = {.valid = true, .domain = 7};
   for (size_t i = 0; i < BML_ARRAY_SIZE(bad); i++)
@@ -492,7 +496,7 @@ static size_t find(const char *name, uint16_t vendor, bml__pci_addr *out, size_t
 
 Test(pci, display_functions_of_each_fixture) {
   bml__pci_addr a[4];
-  char buf[16];
+  char buf[BML__PCI_ADDR_SIZE];
   cr_expect_eq(find("amdgpu", 0x1002, a, 4), 1, "the HDMI audio function is not a display");
   bml__pci_addr_format(a[0], buf);
   cr_expect_str_eq(buf, "0000:03:00.0");
@@ -514,8 +518,9 @@ Test(pci, display_functions_come_in_address_order_up_to_cap) {
   bml__sysfs fs;
   bml__pci_addr a[8];
   size_t n = 0;
-  char buf[16];
-  const char *made[] = {"0001:00:00.0", "0000:41:00.0", "0000:03:00.1", "0000:03:00.0", "0000:21:00.0"};
+  char buf[BML__PCI_ADDR_SIZE];
+  const char *made[] = {"0001:00:00.0", "0000:41:00.0", "10000:00:00.0", "0000:03:00.1", "0000:03:00.0",
+                        "0000:21:00.0"};
   tree_new(&t);
   for (size_t i = 0; i < BML_ARRAY_SIZE(made); i++) tree_pci_fn(&t, made[i], 0x1002, 0x74a1, 0x038000);
   tree_pci_fn(&t, "0000:00:01.0", 0x1002, 0x14b8, 0x060400);
@@ -523,8 +528,9 @@ Test(pci, display_functions_come_in_address_order_up_to_cap) {
   tree_put(&t, "bus/pci/devices/not-an-address", "");
   bml__sysfs_init(&fs, t.root, NULL);
   cr_assert_eq(bml__pci_find_display(&fs, 0x1002, a, 8, &n), 0);
-  cr_assert_eq(n, 5);
-  const char *want[] = {"0000:03:00.0", "0000:03:00.1", "0000:21:00.0", "0000:41:00.0", "0001:00:00.0"};
+  cr_assert_eq(n, 6);
+  const char *want[] = {"0000:03:00.0", "0000:03:00.1", "0000:21:00.0", "0000:41:00.0", "0001:00:00.0",
+                        "10000:00:00.0"};
   for (size_t i = 0; i < n; i++) {
     bml__pci_addr_format(a[i], buf);
     cr_expect_str_eq(buf, want[i], "position %zu", i);
