@@ -32,7 +32,14 @@ static json_t *text(const char *s) {
 /* A string, or null when it is empty (the kernel or driver said nothing). */
 static json_t *str_or_null(const char *s) { return s && *s ? text(s) : json_null(); }
 
-static json_t *u64_or_null(uint64_t v) { return v ? json_integer((json_int_t)v) : json_null(); }
+/* A count of bytes from a driver or the kernel.  JSON's integers here are
+ * 64-bit signed: one past INT64_MAX (a driver that says UINT64_MAX) is
+ * written as a number with a fraction's precision, not as a negative. */
+static json_t *u64(uint64_t v) {
+  return v <= (uint64_t)INT64_MAX ? json_integer((json_int_t)v) : json_real((double)v);
+}
+
+static json_t *u64_or_null(uint64_t v) { return v ? u64(v) : json_null(); }
 
 static json_t *platform_json(const bml__cl_info *ci) {
   return json_pack("{s:o, s:o, s:o}", "name", text(ci->platform_name), "vendor",
@@ -88,7 +95,7 @@ static json_t *pci_json(const bml__device *d) {
 
 static json_t *bars_json(const uint64_t *bar) {
   json_t *a = json_array();
-  for (int i = 0; i < 6; i++) json_array_append_new(a, json_integer((json_int_t)bar[i]));
+  for (int i = 0; i < 6; i++) json_array_append_new(a, u64(bar[i]));
   return a;
 }
 
@@ -120,15 +127,15 @@ static json_t *registrations_json(const bml__device *d) {
 static json_t *device_json(const bml__device *d) {
   const bml__cl_info *ci = &d->cl;
   json_t *o = json_pack(
-      "{s:I, s:s, s:o, s:b, s:o, s:b, s:o, s:o, s:o, s:o, s:o, s:o, s:I, s:I, s:I, s:I, s:I, s:b, "
+      "{s:I, s:s, s:o, s:b, s:o, s:b, s:o, s:o, s:o, s:o, s:o, s:o, s:I, s:I, s:o, s:o, s:o, s:b, "
       "s:b, s:b, s:o, s:o, s:o}",
       "index", (json_int_t)d->pub.index, "kind", bml_device_kind_name(d->pub.kind), "name",
       text(ci->name), "usable", d->pub.usable, "why_not", str_or_null(d->why_not), "selected",
       d->pub.selected, "platform", platform_json(ci), "vendor", text(ci->vendor), "vendor_id",
       hex(ci->vendor_id, 4), "opencl_version", text(ci->version), "opencl_c_version",
       text(ci->c_version), "driver_version", text(ci->driver_version), "compute_units", (json_int_t)ci->compute_units, "clock_mhz",
-      (json_int_t)ci->clock_mhz, "global_mem_bytes", (json_int_t)ci->global_mem, "max_alloc_bytes",
-      (json_int_t)ci->max_alloc, "local_mem_bytes", (json_int_t)ci->local_mem, "host_unified_memory",
+      (json_int_t)ci->clock_mhz, "global_mem_bytes", u64(ci->global_mem), "max_alloc_bytes",
+      u64(ci->max_alloc), "local_mem_bytes", u64(ci->local_mem), "host_unified_memory",
       ci->host_unified != 0, "available", ci->available != 0, "compiler_available",
       ci->compiler_available != 0, "fp32", fp32_json(ci->fp32), "extensions",
       extensions_json(ci->extensions), "uuid", uuid_json(ci));

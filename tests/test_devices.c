@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "bml.h"
 
@@ -201,6 +202,39 @@ Test(devices, pci_domains_past_ffff_are_kept_whole) {
     }
     bml_devices_free(l);
   }
+}
+
+/* A driver that says 2^64 - 1 bytes: a large number in the report, never a
+ * negative one (JSON's integers stop at 2^63 - 1 in jansson). */
+Test(devices, sizes_past_int64_are_large_numbers_in_json) {
+  use_fake("nvidia", "nvidia");
+  char path[] = "/tmp/bml-huge-XXXXXX";
+  int fd = mkstemp(path);
+  cr_assert(fd >= 0);
+  FILE *f = fdopen(fd, "w");
+  cr_assert(f);
+  fputs("[platform]\nname = NVIDIA CUDA\nvendor = NVIDIA Corporation\nversion = OpenCL 3.0 CUDA\n"
+        "extensions = cl_khr_icd cl_nv_device_attribute_query\nsuffix = NV\n"
+        "[device]\ntype = gpu\nname = Boastful\nvendor_id = 0x10de\nhost_unified = 0\n"
+        "global_mem = 0xffffffffffffffff\nmax_alloc = 0x8000000000000000\nlocal_mem = 48K\n"
+        "extensions = cl_nv_device_attribute_query\nnv_bus = 0x00\nnv_slot = 0x30\nnv_domain = 0\n",
+        f);
+  cr_assert_eq(fclose(f), 0);
+  setenv("BML_FAKEICD_CONFIG", path, 1);
+  bml_devices *l = discover();
+  unlink(path);
+  cr_assert_eq(bml_devices_count(l), 1);
+  json_t *root = report(l);
+  json_t *dj = device_json(root, 0);
+  json_t *g = json_object_get(dj, "global_mem_bytes"), *m = json_object_get(dj, "max_alloc_bytes");
+  cr_expect(json_is_number(g) && json_number_value(g) == 18446744073709551615.0, "global_mem_bytes %g",
+            json_number_value(g));
+  cr_expect(json_is_number(m) && json_number_value(m) == 9223372036854775808.0, "max_alloc_bytes %g",
+            json_number_value(m));
+  cr_expect(json_is_integer(json_object_get(dj, "local_mem_bytes")));
+  cr_expect_eq(json_integer_value(json_object_get(dj, "local_mem_bytes")), 48 * 1024);
+  json_decref(root);
+  bml_devices_free(l);
 }
 
 Test(devices, amd_topology_gives_the_pci_address) {
