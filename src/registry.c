@@ -100,17 +100,6 @@ static void match_without_address(bml__device *d, const bml__sysfs *fs, bml__not
   }
 }
 
-static void cross_check(bml__device *d, const bml__sysfs *fs, bml__notes *notes) {
-  d->matched_by = "none";
-  if (d->cl.type & CL_DEVICE_TYPE_CPU) return;
-  if (d->cl.pci.valid)
-    match_pci(d, fs, notes);
-  else
-    match_without_address(d, fs, notes);
-}
-
-/* ---- classification ---------------------------------------------------------- */
-
 /* Software implementations, known by a platform or device name. */
 static const struct {
   bool platform; /* match the platform name (else the device name) */
@@ -125,14 +114,35 @@ static const struct {
     {false, "oclgrind", "oclgrind"},
 };
 
+/* The software a device's own name says it is, or NULL. */
+static const char *named_software(const bml__device *d) {
+  for (size_t i = 0; i < BML_ARRAY_SIZE(software_names); i++)
+    if (!software_names[i].platform && strstr(d->cl.name, software_names[i].needle)) return software_names[i].what;
+  return NULL;
+}
+
+static void cross_check(bml__device *d, const bml__sysfs *fs, bml__notes *notes) {
+  d->matched_by = "none";
+  /* nothing on PCI or in the SoC is llvmpipe, whatever vendor id it gives */
+  if ((d->cl.type & CL_DEVICE_TYPE_CPU) || named_software(d)) return;
+  if (d->cl.pci.valid)
+    match_pci(d, fs, notes);
+  else
+    match_without_address(d, fs, notes);
+}
+
+/* ---- classification ---------------------------------------------------------- */
+
 static const char *software_kind(const bml__device *d, bool sysfs_readable) {
+  const char *named = named_software(d);
+  if (named) return named;
+  /* A platform's name says less: PoCL also drives real cards (its CUDA and
+   * Level Zero devices), and a GPU the kernel knows is not software,
+   * whoever drives it. */
   bool real_gpu = (d->cl.type & CL_DEVICE_TYPE_GPU) && (d->has_pci_info || d->has_soc);
-  for (size_t i = 0; i < BML_ARRAY_SIZE(software_names); i++) {
-    const char *hay = software_names[i].platform ? d->cl.platform_name : d->cl.name;
-    /* PoCL also drives real cards (its CUDA and Level Zero devices): a GPU
-     * the kernel knows is not software, whoever drives it. */
-    if (strstr(hay, software_names[i].needle) && !real_gpu) return software_names[i].what;
-  }
+  for (size_t i = 0; i < BML_ARRAY_SIZE(software_names); i++)
+    if (software_names[i].platform && strstr(d->cl.platform_name, software_names[i].needle) && !real_gpu)
+      return software_names[i].what;
   if ((d->cl.type & CL_DEVICE_TYPE_GPU) && !real_gpu && sysfs_readable)
     return "a GPU with no PCI or platform device behind it";
   return NULL;

@@ -43,6 +43,20 @@ static bml_devices *discover(void) {
   return d;
 }
 
+/* Discovers with the fake ICD reading the scenario text (after use_fake). */
+static bml_devices *discover_scenario(const char *text) {
+  char path[] = "/tmp/bml-scenario-XXXXXX";
+  int fd = mkstemp(path);
+  cr_assert(fd >= 0, "mkstemp");
+  FILE *f = fdopen(fd, "w");
+  cr_assert(f && fputs(text, f) >= 0);
+  cr_assert_eq(fclose(f), 0);
+  setenv("BML_FAKEICD_CONFIG", path, 1);
+  bml_devices *l = discover();
+  unlink(path);
+  return l;
+}
+
 static const bml_device *find(const bml_devices *l, const char *name) {
   for (size_t i = 0; i < bml_devices_count(l); i++)
     if (strcmp(bml_devices_get(l, i)->name, name) == 0) return bml_devices_get(l, i);
@@ -208,21 +222,12 @@ Test(devices, pci_domains_past_ffff_are_kept_whole) {
  * negative one (JSON's integers stop at 2^63 - 1 in jansson). */
 Test(devices, sizes_past_int64_are_large_numbers_in_json) {
   use_fake("nvidia", "nvidia");
-  char path[] = "/tmp/bml-huge-XXXXXX";
-  int fd = mkstemp(path);
-  cr_assert(fd >= 0);
-  FILE *f = fdopen(fd, "w");
-  cr_assert(f);
-  fputs("[platform]\nname = NVIDIA CUDA\nvendor = NVIDIA Corporation\nversion = OpenCL 3.0 CUDA\n"
-        "extensions = cl_khr_icd cl_nv_device_attribute_query\nsuffix = NV\n"
-        "[device]\ntype = gpu\nname = Boastful\nvendor_id = 0x10de\nhost_unified = 0\n"
-        "global_mem = 0xffffffffffffffff\nmax_alloc = 0x8000000000000000\nlocal_mem = 48K\n"
-        "extensions = cl_nv_device_attribute_query\nnv_bus = 0x00\nnv_slot = 0x30\nnv_domain = 0\n",
-        f);
-  cr_assert_eq(fclose(f), 0);
-  setenv("BML_FAKEICD_CONFIG", path, 1);
-  bml_devices *l = discover();
-  unlink(path);
+  bml_devices *l = discover_scenario(
+      "[platform]\nname = NVIDIA CUDA\nvendor = NVIDIA Corporation\nversion = OpenCL 3.0 CUDA\n"
+      "extensions = cl_khr_icd cl_nv_device_attribute_query\nsuffix = NV\n"
+      "[device]\ntype = gpu\nname = Boastful\nvendor_id = 0x10de\nhost_unified = 0\n"
+      "global_mem = 0xffffffffffffffff\nmax_alloc = 0x8000000000000000\nlocal_mem = 48K\n"
+      "extensions = cl_nv_device_attribute_query\nnv_bus = 0x00\nnv_slot = 0x30\nnv_domain = 0\n");
   cr_assert_eq(bml_devices_count(l), 1);
   json_t *root = report(l);
   json_t *dj = device_json(root, 0);
@@ -256,6 +261,24 @@ Test(devices, llvmpipe_claiming_gpu_is_software) {
   cr_expect_eq(d->kind, BML_KIND_CPU);
   cr_expect(!d->usable);
   cr_expect_str_eq(d->why_not, "software device (llvmpipe)");
+  bml_devices_free(l);
+}
+
+/* A software device named for what it is stays software even when its
+ * vendor id is a real card's: the Intel iGPU found by that id is not it. */
+Test(devices, llvmpipe_with_a_real_vendor_id_is_still_software) {
+  use_fake("llvmpipe", "i915");
+  bml_devices *l = discover_scenario(
+      "[platform]\nname = rusticl\nvendor = Mesa/X.org\nversion = OpenCL 3.0\nextensions = cl_khr_icd\n"
+      "suffix = MESA\n[device]\ntype = gpu\nname = llvmpipe (LLVM 15.0.7, 256 bits)\nvendor_id = 0x8086\n"
+      "host_unified = 1\n");
+  cr_assert_eq(bml_devices_count(l), 1);
+  const bml_device *d = bml_devices_get(l, 0);
+  cr_expect_eq(d->kind, BML_KIND_CPU, "kind %s", bml_device_kind_name(d->kind));
+  cr_expect(!d->usable);
+  cr_expect_str_eq(d->why_not ? d->why_not : "(none)", "software device (llvmpipe)");
+  cr_expect_str_eq(d->matched_by, "none", "llvmpipe was taken for the iGPU on PCI");
+  cr_expect(d->pci_address == NULL, "llvmpipe was given the iGPU's address %s", d->pci_address);
   bml_devices_free(l);
 }
 
