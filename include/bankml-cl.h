@@ -58,6 +58,9 @@ BML_EXTERN const char *bml_version_string(void);
 
 /* ------------------------------------------------------------------------
  * Blocks, in ggml's layout byte for byte (half scales stored as IEEE binary16).
+ * Like any C object of these types, an array of blocks must be aligned for
+ * them (2 bytes, for the uint16_t scale): a block at an odd address is
+ * undefined behaviour, as in ggml.
  * ---------------------------------------------------------------------- */
 #define BML_Q1_0_BLOCK 128 /* weights per Q1_0 block */
 #define BML_Q8_0_BLOCK 32  /* activations per Q8_0 block */
