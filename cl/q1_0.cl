@@ -35,6 +35,11 @@
  *   -DBML_PRMT=1 -DBML_RING=1  NVIDIA's own compiler (chosen at open): the table kernels' lookups
  *                            by PTX's byte permute, their weights in a ring (below); the same bits
  *   -DBML_LWORD_C=1          test only: the byte-permute lookups written in C, on any device
+ *   -DBML_TEST_DOUBLE_ROUNDED_FMA=1  test only (needs cl_khr_fp64): the device's fma as a
+ *                            double fma rounded to float, which rounds twice; the probe must
+ *                            find it and the kernels then use the emulation
+ *   -DBML_TEST_SKIP_LRB=1    test only: q1_0_mat_vec_lrb returns without writing, which the
+ *                            oracle must refuse (its results are not the other kernels')
  */
 
 #ifndef BML_WG
@@ -76,12 +81,23 @@ inline float bml_exact_fma(float d0, float ab, float acc) {
   return t.x + bml_add_round_odd(t.y, u.y);
 }
 
+/* The device's fma, as the kernels and the probe's native column use it. */
+#if defined(BML_TEST_DOUBLE_ROUNDED_FMA)
+#pragma OPENCL EXTENSION cl_khr_fp64 : enable
+inline float bml_native_fma(float a, float b, float c) { return (float)fma((double)a, (double)b, (double)c); }
+#else
+#define bml_native_fma fma
+#endif
+
 #if defined(BML_EMULATE_FMA)
 #define BML_INNER(d1, s, ab) ((d1) * (s) + (ab))
 #define BML_OUTER(d0, ab, acc) bml_exact_fma((d0), (ab), (acc))
 #elif defined(BML_TEST_UNFUSED_OUTER)
 #define BML_INNER(d1, s, ab) fma((d1), (s), (ab))
 #define BML_OUTER(d0, ab, acc) ((d0) * (ab) + (acc))
+#elif defined(BML_TEST_DOUBLE_ROUNDED_FMA)
+#define BML_INNER(d1, s, ab) bml_native_fma((d1), (s), (ab))
+#define BML_OUTER(d0, ab, acc) bml_native_fma((d0), (ab), (acc))
 #else
 #define BML_INNER(d1, s, ab) fma((d1), (s), (ab))
 #define BML_OUTER(d0, ab, acc) fma((d0), (ab), (acc))
@@ -590,6 +606,9 @@ void q1_0_mat_vec_lrb(__global const uint4 *restrict bits, __global const float 
                       __global float *restrict out_base) {
   __local float tab[BML_LHALVES * BML_LTAB];
   __local float dtab[2 * 8 * BML_LRROWS * BML_LRRPT];
+#if defined(BML_TEST_SKIP_LRB) && BML_TEST_SKIP_LRB
+  return;
+#endif
   BML_BATCHED(BML_LRROWS, BML_LRRPT);
 }
 
@@ -600,6 +619,6 @@ __kernel void bml_fma_probe(__global const float *a, __global const float *b, __
                             const uint count, __global float *native, __global float *emulated) {
   const uint i = get_global_id(0);
   if (i >= count) return;
-  native[i] = fma(a[i], b[i], c[i]);
+  native[i] = bml_native_fma(a[i], b[i], c[i]);
   emulated[i] = bml_exact_fma(a[i], b[i], c[i]);
 }

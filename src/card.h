@@ -191,6 +191,11 @@ int bml__card_buf_reserve(bml__card *c, bml__card_buf *b, size_t bytes);
 int bml__card_buf_write(bml__card *c, bml__card_buf *b, size_t bytes);
 int bml__card_buf_read(bml__card *c, bml__card_buf *b, size_t bytes);
 void bml__card_buf_free(bml__card_buf *b); /* NULL-safe, leaves b zeroed */
+/* Fills the first `bytes` (a multiple of 4) of b on the card with FLT_MAX
+ * and its staging with -FLT_MAX, finished on return: a kernel that writes
+ * nothing, or a read that never happens, then shows (the oracle).
+ * Returns 0 or an OpenCL error. */
+int bml__card_buf_poison(bml__card *c, bml__card_buf *b, size_t bytes);
 
 /* Enqueues kernel k over every chunk of m, reading the activation at byte
  * act_off of act and writing the results at float out_off of out

@@ -185,6 +185,13 @@ int bml__card_buf_read(bml__card *c, bml__card_buf *b, size_t bytes) {
   return clEnqueueReadBuffer(c->queue, b->buf, CL_FALSE, 0, bytes, b->host, 0, NULL, NULL);
 }
 
+int bml__card_buf_poison(bml__card *c, bml__card_buf *b, size_t bytes) {
+  const uint32_t on_card = 0x7f7fffffu, staged = 0xff7fffffu; /* FLT_MAX, -FLT_MAX */
+  for (size_t i = 0; i < bytes / 4; i++) memcpy((char *)b->host + 4 * i, &staged, 4);
+  cl_int rc = clEnqueueFillBuffer(c->queue, b->buf, &on_card, sizeof on_card, 0, bytes, 0, NULL, NULL);
+  return rc == CL_SUCCESS ? clFinish(c->queue) : rc;
+}
+
 /* Needs the queue of the card that made b: the worker and the oracle free
  * their buffers before they close the card. */
 void bml__card_buf_free(bml__card_buf *b) {

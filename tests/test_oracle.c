@@ -6,6 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "golden.h"
 #include "oracle.h"
 
 /* What a verification reported. */
@@ -147,6 +148,92 @@ Test(oracle, an_unfused_outer_fma_is_refused_with_the_row_named) {
     cr_expect(x->first_bad >= 0 && x->cpu_bits != x->card_bits, "no differing row named");
   }
   cr_expect(refused > 0, "the oracle passed a kernel without the fused outer fma");
+}
+
+/* An fma that rounds twice (in double, then to float) agrees with a fused one
+ * on every case where fused and unfused differ, and on all the oracle's
+ * data: the probe's cases near rounding midpoints must find it, and the
+ * emulation must then be the build in use. */
+Test(oracle, a_double_rounding_fma_is_found_by_the_probe) {
+  size_t i;
+  bml_devices *l = card_under_test(&i);
+  if (!bml__cl_has_extension(l->dev[i].cl.extensions, "cl_khr_fp64")) {
+    bml_devices_free(l);
+    cr_skip_test("the card under test has no cl_khr_fp64 to round twice with");
+  }
+  bml__oracle_hooks h = {.extra_options = "-DBML_TEST_DOUBLE_ROUNDED_FMA=1", .quick = true};
+  bml__oracle_set_hooks(&h);
+  bml__card *card = NULL;
+  bml__build use;
+  static collected c;
+  bml_verify_options o;
+  bml_verify_options_init(&o);
+  o.on_line = collect;
+  o.ctx = &c;
+  cr_assert_eq(bml__oracle_verify(&l->dev[i], i, &o, &card, &use), 0);
+  const bml_verify_line *pn = find_line(&c, "fma probe", "native", 0, 0, "probe");
+  cr_expect(pn && !pn->ok, "the probe took an fma that rounds twice for a fused one");
+  cr_expect(use.emulated_fma, "the build in use is not the emulated one");
+  bml__build_release(&use);
+  bml__card_close(card);
+  bml_devices_free(l);
+}
+
+/* ggml's golden cases: a named directory without them refuses the card; a
+ * default copy that was never installed (this build tree) is a note. */
+Test(oracle, golden_cases_named_but_unreadable_refuse_and_absent_ones_are_a_note) {
+  size_t i;
+  bml_devices *l = card_under_test(&i);
+  bml__oracle_hooks h = {.quick = true};
+  bml__oracle_set_hooks(&h);
+  static collected c;
+  bml_verify_options o;
+  bml_verify_options_init(&o);
+  o.on_line = collect;
+  o.ctx = &c;
+  char dir[] = "/tmp/bankml-golden-XXXXXX";
+  cr_assert_not_null(mkdtemp(dir));
+  o.golden_dir = dir;
+  int rc = bml_devices_verify(l, i, &o);
+  rmdir(dir);
+  cr_expect_eq(rc, BML_EVERIFY, "an empty --golden directory passed: %s", bml_err_name(rc));
+  const bml_verify_line *g = find_line(&c, "golden", "", 0, 0, "golden");
+  cr_expect(g && !g->ok && g->detail && strstr(g->detail, "cannot be read"), "%s", g && g->detail ? g->detail : "no line");
+
+  unsetenv("BANKML_GOLDEN_DIR");
+  if (access(bml__golden_default_dir(), F_OK) == 0) {
+    bml_devices_free(l);
+    cr_skip_test("a copy is installed in %s: the absent case is for a build tree", bml__golden_default_dir());
+  }
+  c.n = 0;
+  o.golden_dir = NULL;
+  cr_expect_eq(bml_devices_verify(l, i, &o), 0);
+  g = find_line(&c, "golden", "", 0, 0, "golden");
+  cr_expect(g && g->ok && g->detail && strstr(g->detail, "not checked") && strstr(g->detail, "BANKML_GOLDEN_DIR"), "%s",
+            g && g->detail ? g->detail : "no line");
+  bml_devices_free(l);
+}
+
+/* A batched kernel that writes nothing (the test switch below) must not pass
+ * on results another kernel left in the buffers: the oracle fills them
+ * before each check, and each kernel's cases are its own. */
+Test(oracle, a_kernel_that_writes_nothing_is_refused) {
+  static collected c;
+  int verified;
+  cr_expect_eq(verify_built_with("-DBML_TEST_SKIP_LRB=1", &c, &verified), BML_EVERIFY);
+  cr_expect_eq(verified, 0);
+  size_t refused = 0, lrb = 0;
+  for (size_t k = 0; k < c.n; k++) {
+    const bml_verify_line *x = &c.lines[k];
+    const bool is_lrb = strcmp(x->check, "q1_0_mat_vec_lrb") == 0;
+    lrb += is_lrb;
+    if (x->ok) continue;
+    refused++;
+    cr_expect(is_lrb, "%s %s %zux%zu refused: only the kernel that writes nothing should be", x->check,
+              x->regime, x->rows, x->n);
+  }
+  cr_expect(lrb > 0, "no line of q1_0_mat_vec_lrb");
+  cr_expect_eq(refused, lrb, "%zu of %zu lines of q1_0_mat_vec_lrb refused: every one must be", refused, lrb);
 }
 
 /* NVIDIA's build, its byte-permute lookups (BML_LWORD) written in C and

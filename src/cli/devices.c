@@ -35,7 +35,8 @@ static void usage(FILE *f) {
           "  --compact    JSON on one line\n"
           "  --verify     verify every selected card on the card\n"
           "  --golden DIR where ggml's golden vectors are (default: $BANKML_GOLDEN_DIR,\n"
-          "               else the installed copy)\n"
+          "               else the installed copy); a named directory without them\n"
+          "               fails the verification\n"
           "  -h, --help   show this help and exit\n"
           "\n"
           "Environment: BANKML_GPU=off|none|cpu, 0,2 (report indices) or\n"
@@ -160,9 +161,12 @@ static void print_line(void *ctx, const bml_verify_line *l) {
   bool native_probe = strcmp(l->check, "fma probe") == 0 && strcmp(l->fma, "native") == 0;
   if (strcmp(l->check, "fma probe") == 0 && (l->ok || native_probe)) {
     print_probe(l);
-  } else if (strcmp(l->check, "golden") == 0) {
+  } else if (strcmp(l->check, "golden") == 0 && l->ok) {
     printf("%zu %s: %s\n", l->device, l->device_name, l->detail ? l->detail : "golden cases");
-    *golden_skipped = true; /* the line the oracle writes when the cases cannot be read */
+    *golden_skipped = true; /* the note the oracle writes when no copy is installed */
+  } else if (strcmp(l->check, "golden") == 0) {
+    printf("%zu %s: NOT VERIFIED \u2014 %s; bankml-cl will not use this card\n", l->device, l->device_name,
+           l->detail ? l->detail : "ggml's golden cases cannot be read");
   } else if (l->ok) {
     printf("%zu %s: %s %s%s: %zu/%zu rows bit-exact (fma: %s, %.1f ms)\n", l->device, l->device_name,
            l->check, shape_of(l, shape, sizeof shape), l->regime, l->exact, l->total, l->fma, l->ms);
