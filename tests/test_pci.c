@@ -190,7 +190,7 @@ Test(pci, bad_addresses_are_refused_and_not_stored) {
 }
 
 Test(pci, an_invalid_address_formats_empty) {
-  char buf[16] = "junk";
+  char buf[BML__PCI_ADDR_SIZE] = "junk";
   bml__pci_addr_format((bml__pci_addr){.valid = false, .bus = 3}, buf);
   cr_expect_str_eq(buf, "");
 }

@@ -33,7 +33,8 @@ static void usage(FILE *f) {
   fprintf(f, "usage: bankml-cl COMMAND [OPTION...]\n"
              "       bankml-cl --help | --version\n"
              "\n"
-             "bankml-cl computes 1-bit (Q1_0) matrix products bit for bit as ggml's CPU kernel.\n"
+             "bankml-cl computes 1-bit (Q1_0) matrix products bit for bit as ggml's CPU\n"
+             "kernel.\n"
              "\n"
              "Commands:\n");
   for (size_t i = 0; i < NCOMMANDS; i++)

@@ -18,11 +18,12 @@
  * rows are checked within a bound. */
 static const struct bench_mode modes[] = {
     {"cpu", "the CPU thread pool (bml_pool_q1_0_mat_vec)", bench_cpu_run},
-    {"card", "the verified card alone (the worker with share 1 and limit 1): one product\n"
-             "                   and its wait (card), and 32 as one batch (card-pipelined,\n"
-             "                   per product)", bench_card_run},
-    {"split", "the worker as an engine gets it: the calibrated share on the card, the\n"
-              "                   rest on the pool, the limiter on (split, split-pipelined)", bench_split_run},
+    {"card", "the verified card alone (the worker with share 1 and\n"
+             "                   limit 1): one product and its wait (card), and 32 as\n"
+             "                   one batch (card-pipelined, per product)", bench_card_run},
+    {"split", "the worker as an engine gets it: the calibrated share on\n"
+              "                   the card, the rest on the pool, the limiter on (split,\n"
+              "                   split-pipelined)", bench_split_run},
     {"clblast", bench_clblast_help, bench_clblast_run},
 };
 #define NMODES (sizeof modes / sizeof modes[0])
@@ -122,9 +123,10 @@ static void usage(FILE *f) {
           "                   all threads, %d runs after %d warm-up (explicit options win)\n"
           "  --model NAME     instead of the shapes, a model's token of products in decode\n"
           "                   order (per layer Q, K, V, O, gate, up, down, then the head):\n"
-          "                   bonsai-8b (253 products) or bonsai-1.7b (197); with --card and\n"
-          "                   --split, pipelined (the token as one batch) and with round\n"
-          "                   trips (a batch and a wait per group: Q/K/V, O, gate/up, down)\n"
+          "                   bonsai-8b (253 products) or bonsai-1.7b (197); with --card\n"
+          "                   and --split, pipelined (the token as one batch) and with\n"
+          "                   round trips (a batch and a wait per group: Q/K/V, O,\n"
+          "                   gate/up, down)\n"
           "  --json           one JSON object on stdout instead of the table\n"
           "  --verbose        progress on stderr (with --model: the worker's time per\n"
           "                   token by phase, and its status)\n"
