@@ -114,21 +114,6 @@ static const struct {
     {false, "oclgrind", "oclgrind"},
 };
 
-/* PoCL-Remote's devices (PoCL 5 and later) mirror a device on another
- * machine, its type and name included, on PoCL's own platform; the driver
- * gives them vendor id "pocl" (0x6c636f70, little-endian) plus the remote
- * device's index.  PoCL's CPU devices have that id too, and PoCL's
- * drivers of local cards (CUDA, Level Zero, Vulkan) the card's: so a
- * device of PoCL's that is not a CPU and has that id is remote.  (A
- * remote CPU is taken for a local one: listed as cpu.) */
-#define BML_POCL_VENDOR 0x6c636f70u
-#define BML_POCL_REMOTE_MAX 4096u /* PoCL's MAX_REMOTE_DEVICES is 128 unless rebuilt */
-
-static bool pocl_remote(const bml__device *d) {
-  return strstr(d->cl.platform_name, "Portable Computing Language") && !(d->cl.type & CL_DEVICE_TYPE_CPU) &&
-         d->cl.vendor_id - BML_POCL_VENDOR < BML_POCL_REMOTE_MAX;
-}
-
 /* The software a device's own name says it is, or NULL. */
 static const char *named_software(const bml__device *d) {
   for (size_t i = 0; i < BML_ARRAY_SIZE(software_names); i++)
@@ -138,9 +123,8 @@ static const char *named_software(const bml__device *d) {
 
 static void cross_check(bml__device *d, const bml__sysfs *fs, bml__notes *notes) {
   d->matched_by = "none";
-  /* nothing on PCI or in the SoC is llvmpipe, whatever vendor id it gives,
-   * nor a remote card, whatever PCI address it mirrors */
-  if ((d->cl.type & CL_DEVICE_TYPE_CPU) || named_software(d) || pocl_remote(d)) return;
+  /* nothing on PCI or in the SoC is llvmpipe, whatever vendor id it gives */
+  if ((d->cl.type & CL_DEVICE_TYPE_CPU) || named_software(d)) return;
   if (d->cl.pci.valid)
     match_pci(d, fs, notes);
   else
@@ -152,7 +136,6 @@ static void cross_check(bml__device *d, const bml__sysfs *fs, bml__notes *notes)
 static const char *software_kind(const bml__device *d, bool sysfs_readable) {
   const char *named = named_software(d);
   if (named) return named;
-  if (pocl_remote(d)) return NULL; /* a real device, elsewhere */
   /* A platform's name says less: PoCL also drives real cards (its CUDA and
    * Level Zero devices), and a GPU the kernel knows is not software,
    * whoever drives it. */
@@ -166,7 +149,6 @@ static const char *software_kind(const bml__device *d, bool sysfs_readable) {
 }
 
 static bml_device_kind classify(const bml__device *d) {
-  if (pocl_remote(d)) return BML_KIND_REMOTE;
   if (d->software || (d->cl.type & CL_DEVICE_TYPE_CPU)) return BML_KIND_CPU;
   if (d->cl.type & CL_DEVICE_TYPE_GPU) return d->cl.host_unified ? BML_KIND_INTEGRATED : BML_KIND_DISCRETE;
   if (d->cl.type & CL_DEVICE_TYPE_ACCELERATOR) return BML_KIND_ACCELERATOR;
@@ -185,7 +167,7 @@ static void judge(bml__device *d, bool software_allowed) {
   } else if (k == BML_KIND_ACCELERATOR) {
     why = "accelerator: bankml-cl's kernels are for GPUs";
   } else if (k == BML_KIND_REMOTE) {
-    why = "remote device (PoCL-Remote): listed only";
+    why = "remote device: listed only";
   } else if (k == BML_KIND_OTHER) {
     why = "custom device type: bankml-cl's kernels are for GPUs";
   } else if (!d->cl.available) {

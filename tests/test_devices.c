@@ -282,33 +282,6 @@ Test(devices, llvmpipe_with_a_real_vendor_id_is_still_software) {
   bml_devices_free(l);
 }
 
-/* PoCL-Remote mirrors a card on another machine, its PCI address too: it is
- * listed as remote, never matched to this machine's PCI, never usable, even
- * where software devices are allowed.  PoCL's own CPU device, with PoCL's
- * vendor id as the remote one's, stays a CPU. */
-Test(devices, pocl_remote_devices_are_remote_and_listed_only) {
-  use_fake("nvidia", "nvidia");
-  setenv("BANKML_GPU_SOFTWARE", "1", 1);
-  bml_devices *l = discover_scenario(
-      "[platform]\nname = Portable Computing Language\nvendor = The pocl project\nversion = OpenCL 3.0 PoCL 6.0\n"
-      "extensions = cl_khr_icd cl_khr_pci_bus_info\nsuffix = POCL\n"
-      "[device]\ntype = gpu\nname = NVIDIA H200\nvendor_id = 0x6c636f71\nhost_unified = 0\n"
-      "extensions = cl_khr_pci_bus_info\npci = 0000:00:06.0\n"
-      "[device]\ntype = cpu\nname = cpu-x86-64-sapphirerapids\nvendor_id = 0x6c636f70\nhost_unified = 1\n");
-  cr_assert_eq(bml_devices_count(l), 2);
-  const bml_device *r = find(l, "NVIDIA H200"), *c = find(l, "cpu-x86-64-sapphirerapids");
-  cr_expect_eq(r->kind, BML_KIND_REMOTE, "kind %s", bml_device_kind_name(r->kind));
-  cr_expect(!r->usable && !r->selected);
-  cr_expect_str_eq(r->why_not ? r->why_not : "(none)", "remote device (PoCL-Remote): listed only");
-  cr_expect_str_eq(r->matched_by, "none", "the remote card was matched to this machine's PCI");
-  cr_expect_eq(c->kind, BML_KIND_CPU);
-  cr_expect(c->usable, "BANKML_GPU_SOFTWARE=1 allows PoCL's CPU device");
-  json_t *root = report(l);
-  cr_expect(json_is_null(json_object_get(device_json(root, r->index), "software")));
-  json_decref(root);
-  bml_devices_free(l);
-}
-
 Test(devices, gpu_with_no_device_behind_it_is_software) {
   use_fake("mixed", NULL); /* an empty sysfs: nothing is behind any of the GPUs */
   bml_devices *l = discover();
