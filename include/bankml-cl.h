@@ -248,7 +248,8 @@ typedef struct {
   bml_verify_fn on_line;   /* called for every check as it completes (may be NULL) */
   void *ctx;
   const char *golden_dir;  /* ggml's golden vectors: NULL = $BANKML_GOLDEN_DIR, else the
-                              installed copy; "" = none */
+                              installed copy; "" = none.  A named directory (here or
+                              in the variable) without them fails the verification */
   int quick;               /* 1: the small shapes only (the full list is the default) */
 } bml_verify_options;
 
@@ -258,7 +259,8 @@ BML_EXTERN void bml_verify_options_init(bml_verify_options *o);
 /* Verifies device i of d on the card: the fma probe, then both kernels (and
  * the emulated-fma build) on random data with -128 quants and special
  * scales, on layer-shaped data, on shapes from 64x128 to 12288x4096, and on
- * every case of ggml's golden file when it is found; every row is compared
+ * every case of ggml's golden file (a line says when no copy is installed;
+ * a named or installed one that cannot be read fails); every row is compared
  * with the CPU kernel, bit for bit (NaN equals NaN).  Sets d's device i
  * verified to 1 or 0.  Returns 0 (verified), BML_EVERIFY (a check failed:
  * the card must not be used), BML_ENODEV (the device is not usable), or

@@ -104,7 +104,7 @@ static void read_q8_case(reader *r, bml__golden_q8 *c, int i) {
 int bml__golden_load_q1(const char *dir, bml__golden_q1 **out, char *err, size_t errlen) {
   char path[4200];
   reader r = {.err = err, .errlen = errlen};
-  int n = open_golden(&r, dir, "q1_0_x_q8_0.golden", 1, path, sizeof path);
+  int n = open_golden(&r, dir, BML__GOLDEN_Q1_FILE, 1, path, sizeof path);
   if (n < 0) return n;
   bml__golden_q1 *c = calloc((size_t)n, sizeof *c);
   for (int i = 0; c && i < n && !r.bad; i++) read_q1_case(&r, &c[i], i);

@@ -23,6 +23,8 @@ typedef struct {
  * `make install` puts in $(pkgdatadir)/golden.  Static string. */
 const char *bml__golden_default_dir(void);
 
+#define BML__GOLDEN_Q1_FILE "q1_0_x_q8_0.golden"
+
 /* Read dir/q1_0_x_q8_0.golden (or dir/q8_0_quantize.golden).  Return the
  * number of cases (> 0) and *out, or BML_EIO (cannot open: err says which
  * path), BML_EFORMAT (err says what), BML_ENOMEM. */

@@ -457,10 +457,11 @@ static int build(run *v, bml__card *c, bool emulate, bml__build *b) {
 }
 
 /* ggml's golden cases.  A directory that was named (the option, or
- * BANKML_GOLDEN_DIR) or an installed copy that is there must be read: a
+ * BANKML_GOLDEN_DIR) or an installed file that is there must be read: a
  * case that cannot be is a refusing line, as any check that cannot run.
- * Only a default copy that was never installed (a build tree) is a note,
- * and the verdict says the golden cases were not checked. */
+ * Only a default file that is not installed (a build tree, or after make
+ * uninstall, which leaves the directory) is a note, and the verdict says
+ * the golden cases were not checked. */
 static int load_golden(run *v, bml__golden_q1 **g) {
   const char *env = NULL;
   bml__env_golden_dir(&env);
@@ -470,7 +471,9 @@ static int load_golden(run *v, bml__golden_q1 **g) {
   char err[600] = "";
   int n = bml__golden_load_q1(dir, g, err, sizeof err);
   if (n > 0) return n;
-  const bool refuse = named || access(dir, F_OK) == 0;
+  char file[4096];
+  snprintf(file, sizeof file, "%s/%s", dir, BML__GOLDEN_Q1_FILE);
+  const bool refuse = named || access(file, F_OK) == 0; /* an installed copy that cannot be read */
   char detail[700];
   snprintf(detail, sizeof detail, "ggml's golden cases %s: %s%s", refuse ? "cannot be read" : "not checked", err,
            named ? "" : " (set BANKML_GOLDEN_DIR)");

@@ -187,8 +187,9 @@ static void judge(bml__device *d, bool software_allowed) {
  * reports the same PCI address or UUID from two libraries. */
 static bool same_device(const bml__device *a, const bml__device *b) {
   if (a->cl.id == b->cl.id) return true; /* one library named by two .icd files */
-  bool same_place = (a->cl.pci.valid && b->cl.pci.valid &&
-                     memcmp(&a->cl.pci, &b->cl.pci, sizeof a->cl.pci) == 0) ||
+  const bml__pci_addr *p = &a->cl.pci, *q = &b->cl.pci; /* field by field: the struct has padding */
+  bool same_place = (p->valid && q->valid && p->domain == q->domain && p->bus == q->bus && p->dev == q->dev &&
+                     p->fn == q->fn) ||
                     (a->cl.has_uuid && b->cl.has_uuid && memcmp(a->cl.uuid, b->cl.uuid, 16) == 0);
   return same_place && a->cl.vendor_id == b->cl.vendor_id && strcmp(a->cl.name, b->cl.name) == 0 &&
          strcmp(a->cl.driver_version, b->cl.driver_version) == 0;
@@ -356,7 +357,8 @@ static void examine(struct bml_devices *l, const bml__sysfs *fs) {
     } else {
       d->matched_by = "none";
       /* the driver's own address stands (and BANKML_GPU=pci: selects by it) */
-      if (d->cl.pci.valid && !(d->cl.type & CL_DEVICE_TYPE_CPU)) bml__pci_addr_format(d->cl.pci, d->pci_str);
+      if (d->cl.pci.valid && !(d->cl.type & CL_DEVICE_TYPE_CPU) && !named_software(d))
+        bml__pci_addr_format(d->cl.pci, d->pci_str);
     }
     d->software = software_kind(d, sysfs_readable);
     d->pub.kind = classify(d);

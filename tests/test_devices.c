@@ -52,8 +52,10 @@ static bml_devices *discover_scenario(const char *text) {
   cr_assert(f && fputs(text, f) >= 0);
   cr_assert_eq(fclose(f), 0);
   setenv("BML_FAKEICD_CONFIG", path, 1);
-  bml_devices *l = discover();
-  unlink(path);
+  bml_devices *l = NULL;
+  int rc = bml_devices_discover(NULL, &l);
+  unlink(path); /* before any assertion can end the test */
+  cr_assert_eq(rc, 0, "discover: %s", bml_strerror(rc));
   return l;
 }
 
