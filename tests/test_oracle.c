@@ -54,13 +54,27 @@ static bml_devices *card_under_test(size_t *index) {
   return NULL;
 }
 
-static int verify(bml_devices *l, size_t i, collected *c, int quick) {
+/* Options whose lines are collected in c. */
+static bml_verify_options collecting(collected *c) {
   bml_verify_options o;
   bml_verify_options_init(&o);
   o.on_line = collect;
   o.ctx = c;
+  return o;
+}
+
+static int verify(bml_devices *l, size_t i, collected *c, int quick) {
+  bml_verify_options o = collecting(c);
   o.quick = quick;
   return bml_devices_verify(l, i, &o);
+}
+
+/* Verifies device i under hooks h, keeping the card and the build in use. */
+static int verify_keeping(bml_devices *l, size_t i, const bml__oracle_hooks *h, collected *c, bml__card **card,
+                          bml__build *use) {
+  bml__oracle_set_hooks(h);
+  bml_verify_options o = collecting(c);
+  return bml__oracle_verify(&l->dev[i], i, &o, card, use);
 }
 
 static const bml_verify_line *find_line(const collected *c, const char *check, const char *fma, size_t rows,
@@ -162,15 +176,10 @@ Test(oracle, a_double_rounding_fma_is_found_by_the_probe) {
     cr_skip_test("the card under test has no cl_khr_fp64 to round twice with");
   }
   bml__oracle_hooks h = {.extra_options = "-DBML_TEST_DOUBLE_ROUNDED_FMA=1", .quick = true};
-  bml__oracle_set_hooks(&h);
   bml__card *card = NULL;
   bml__build use;
   static collected c;
-  bml_verify_options o;
-  bml_verify_options_init(&o);
-  o.on_line = collect;
-  o.ctx = &c;
-  cr_assert_eq(bml__oracle_verify(&l->dev[i], i, &o, &card, &use), 0);
+  cr_assert_eq(verify_keeping(l, i, &h, &c, &card, &use), 0);
   const bml_verify_line *pn = find_line(&c, "fma probe", "native", 0, 0, "probe");
   cr_expect(pn && !pn->ok, "the probe took an fma that rounds twice for a fused one");
   cr_expect(use.emulated_fma, "the build in use is not the emulated one");
@@ -187,10 +196,7 @@ Test(oracle, golden_cases_named_but_unreadable_refuse_and_absent_ones_are_a_note
   bml__oracle_hooks h = {.quick = true};
   bml__oracle_set_hooks(&h);
   static collected c;
-  bml_verify_options o;
-  bml_verify_options_init(&o);
-  o.on_line = collect;
-  o.ctx = &c;
+  bml_verify_options o = collecting(&c);
   char dir[] = "/tmp/bankml-golden-XXXXXX";
   cr_assert_not_null(mkdtemp(dir));
   o.golden_dir = dir;
@@ -284,15 +290,10 @@ Test(oracle, forced_emulation_is_used_and_exact) {
   size_t i;
   bml_devices *l = card_under_test(&i);
   bml__oracle_hooks h = {.force_emulated = true, .quick = true};
-  bml__oracle_set_hooks(&h);
   bml__card *card = NULL;
   bml__build use;
   static collected c;
-  bml_verify_options o;
-  bml_verify_options_init(&o);
-  o.on_line = collect;
-  o.ctx = &c;
-  cr_assert_eq(bml__oracle_verify(&l->dev[i], i, &o, &card, &use), 0);
+  cr_assert_eq(verify_keeping(l, i, &h, &c, &card, &use), 0);
   cr_expect(use.emulated_fma, "the build in use is not the emulated one");
   cr_expect(strstr(use.options, "-DBML_EMULATE_FMA=1") != NULL, "%s", use.options);
   cr_expect_null(find_line(&c, "q1_0_mat_vec", "native", 7, 256, "random"), "native kernels ran though forced off");
@@ -318,15 +319,10 @@ Test(oracle, a_card_with_little_local_memory_uses_one_table_and_gives_the_same_b
   size_t i;
   bml_devices *l = card_under_test(&i);
   bml__oracle_hooks h = {.local_mem = 24576, .quick = true};
-  bml__oracle_set_hooks(&h);
   static collected c;
-  bml_verify_options o;
-  bml_verify_options_init(&o);
-  o.on_line = collect;
-  o.ctx = &c;
   bml__card *card = NULL;
   bml__build use = {0};
-  cr_assert_eq(bml__oracle_verify(&l->dev[i], i, &o, &card, &use), 0);
+  cr_assert_eq(verify_keeping(l, i, &h, &c, &card, &use), 0);
   cr_expect(strstr(use.options, "-DBML_LHALVES=1") != NULL, "%s", use.options);
   static const char *const kernels[] = {"q1_0_mat_vec_l", "q1_0_mat_vec_lr", "q1_0_mat_vec_lb", "q1_0_mat_vec_lrb"};
   for (size_t k = 0; k < BML_ARRAY_SIZE(kernels); k++) {
