@@ -153,7 +153,8 @@ typedef enum {
   BML_KIND_INTEGRATED = 1, /* a GPU sharing host memory */
   BML_KIND_CPU = 2,        /* a CPU device, or any software device (PoCL, llvmpipe, ...) */
   BML_KIND_ACCELERATOR = 3,
-  BML_KIND_REMOTE = 4,     /* a device on another machine (PoCL remote): listed only */
+  BML_KIND_REMOTE = 4,     /* reserved for a device on another machine: not produced, since
+                              PoCL-Remote gives such a device its own machine's identity */
   BML_KIND_OTHER = 5
 } bml_device_kind;
 
