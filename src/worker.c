@@ -295,14 +295,16 @@ static int ensure_uploaded(bml_worker *w, entry *e, const size_t *want) {
 }
 
 /* The card rows each product of a group asks for; *decided is set when a
- * per-shape decision (or a single product's calibration) kept one on the CPU. */
+ * per-shape decision (or a single product's calibration) kept one on the CPU.
+ * A single product (bml_worker_begin, s->shape set) calibrates its shape; a
+ * batch's products, a batch of one included, follow the decisions made. */
 static size_t want_rows(bml_worker *w, submission *s, size_t first, size_t count, bool *decided) {
   size_t total = 0;
   *decided = false;
   for (size_t i = first; i < first + count; i++) {
     const bml_product *p = &s->p[i];
-    bml__shape *sh = s->count == 1 ? s->shape : find_shape(w, p->rows, p->n);
-    bool card = w->share_fixed || !sh || (s->count == 1 ? bml__shape_wants_card(sh) : sh->state != BML_SHAPE_CPU);
+    bml__shape *sh = s->shape ? s->shape : find_shape(w, p->rows, p->n);
+    bool card = w->share_fixed || !sh || (s->shape ? bml__shape_wants_card(sh) : sh->state != BML_SHAPE_CPU);
     *decided |= !card;
     s->card_rows[i] = card ? rows_for(w, p->rows) : 0;
     total += s->card_rows[i];

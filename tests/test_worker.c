@@ -354,12 +354,20 @@ Test(worker, each_shape_is_decided_by_its_timings) {
   bool on_cpu = field(j, "shapes_on_cpu") == 1;
   json_decref(j);
   for (int i = 0; i < 3; i++) expect_exact(w, &m, "m");
+  /* a batch of one follows the decision too */
+  bml_product one = {"m", m.w, m.rows, m.n, m.a, m.got};
+  for (int i = 0; i < 3; i++) {
+    memset(m.got, 0xff, m.rows * sizeof(float));
+    cr_assert_eq(bml_worker_mat_vec_batch(w, &one, 1), 0);
+    cr_expect_lt(bml__first_difference(m.want, m.got, m.rows), 0, "a batch of one differs");
+  }
   j = status(w);
   if (on_cpu) {
-    cr_expect_eq(field(j, "products_on_cpu_decided"), 9);
+    cr_expect_eq(field(j, "products_on_cpu_decided"), 12, "a batch of one of a shape decided for the CPU went to the card");
     cr_expect_eq(field(j, "matrix_bytes"), 0, "a shape decided for the CPU must free its matrices");
   } else
-    cr_expect_eq(field(j, "products_on_card"), 10);
+    cr_expect_eq(field(j, "products_on_card"), 13);
+  cr_expect_eq(field(j, "shapes_tuning"), 0);
   json_decref(j);
   unmake(&m);
   bml_worker_close(w);
