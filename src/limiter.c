@@ -19,8 +19,10 @@ void bml__limiter_init(bml__limiter *l, double limit, uint64_t card_mem, bool in
 bool bml__limiter_fits(const bml__limiter *l, uint64_t bytes, uint64_t mem_available) {
   double want = (double)l->allocated + (double)bytes;
   if (want > l->limit * (double)l->card_mem) return false;
-  /* an integrated card's buffers are host RAM: what they hold and what is free */
-  if (l->integrated && want > l->limit * ((double)l->allocated + (double)mem_available)) return false;
+  /* an integrated card's buffers are host RAM: what they hold and what is
+   * free (0: the kernel did not say, and the card's own memory bounds it) */
+  if (l->integrated && mem_available && want > l->limit * ((double)l->allocated + (double)mem_available))
+    return false;
   return true;
 }
 

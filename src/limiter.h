@@ -23,7 +23,8 @@ typedef struct {
 double bml__limit_clamp(double limit);
 void bml__limiter_init(bml__limiter *l, double limit, uint64_t card_mem, bool integrated);
 /* Would holding `bytes` more stay within the limit?  mem_available is
- * MemAvailable in bytes (read only on an integrated card). */
+ * MemAvailable in bytes (read only on an integrated card; 0 when
+ * /proc/meminfo does not say, and then only the card's memory bounds it). */
 bool bml__limiter_fits(const bml__limiter *l, uint64_t bytes, uint64_t mem_available);
 /* Is the card resting at `now`? */
 bool bml__limiter_resting(const bml__limiter *l, double now);

@@ -32,6 +32,9 @@ Test(limiter, integrated_card_also_respects_free_ram) {
   /* the card says a lot, but the RAM they could use is 100 held + 400 free */
   cr_expect(bml__limiter_fits(&l, 300, 400));  /* 400 <= 0.8 * 500 */
   cr_expect(!bml__limiter_fits(&l, 301, 400));
+  /* no MemAvailable (0: /proc/meminfo did not say): the card's memory alone */
+  cr_expect(bml__limiter_fits(&l, 799900, 0), "an unknown MemAvailable sent every matrix to the CPU"); /* 800000 */
+  cr_expect(!bml__limiter_fits(&l, 799901, 0));
   bml__limiter_init(&l, 0.8, 1000000, false);
   cr_expect(bml__limiter_fits(&l, 700000, 0), "a discrete card ignores host RAM");
 }
