@@ -292,6 +292,20 @@ static int default_pool_threads(int *out) {
   return 0;
 }
 
+/* A device mode's choice of card (BANKML_GPU) is checked before anything is
+ * measured: an error after the CPU's rows were printed would say "nothing
+ * was measured" (exit 2) with a table above it. */
+static int check_gpu_choice(const struct bench_args *args) {
+  bool devices = false;
+  for (size_t i = 1; i < NMODES; i++) devices |= args->mode[i]; /* modes[0] is the CPU's */
+  if (!devices) return 0;
+  bml_devices *list = NULL;
+  int rc = bml_devices_discover(NULL, &list);
+  bml_devices_free(list);
+  if (rc == BML_EENV) return CLI_EXIT_USAGE; /* the library has named the variable */
+  return 0; /* other failures: the modes say so in their turn */
+}
+
 /* Everything not given on the command line; 0 or an exit status. */
 static int fill_defaults(struct bench_args *args, int max_threads) {
   struct bench_config *cfg = &args->cfg;
@@ -363,6 +377,7 @@ int cmd_bench(int argc, char **argv) {
     goto done;
   }
   if (status == 0) status = default_pool_threads(&max_threads);
+  if (status == 0) status = check_gpu_choice(&args);
   if (status == 0) status = fill_defaults(&args, max_threads);
   if (status == 0) status = run_modes(&args);
 done:

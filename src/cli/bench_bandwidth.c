@@ -28,9 +28,12 @@ static const bml_device *first_selected(bml_devices *list) {
   return NULL;
 }
 
-/* Runs the kernel RUNS times over bytes of buffer; the median GB/s. */
+/* Runs the kernel once untimed (the buffer's fill, the first touch of its
+ * pages), then RUNS times over bytes of buffer; the median GB/s. */
 static double measure(cl_command_queue q, cl_kernel k, size_t bytes, size_t global) {
   double ms[RUNS];
+  if (clEnqueueNDRangeKernel(q, k, 1, NULL, &global, NULL, 0, NULL, NULL) != CL_SUCCESS || clFinish(q) != CL_SUCCESS)
+    return 0;
   for (int i = 0; i < RUNS; i++) {
     double t0 = bench_now_ms();
     if (clEnqueueNDRangeKernel(q, k, 1, NULL, &global, NULL, 0, NULL, NULL) != CL_SUCCESS || clFinish(q) != CL_SUCCESS)

@@ -79,7 +79,7 @@ static void text_header(const struct bench_report *rep, FILE *f) {
           rep->warmup, flushed ? ", caches flushed by " : "", flushed ? rep->flush : "");
   if (rep->device[0]) fprintf(f, "device: %s\n", rep->device);
   if (rep->card_read_gbps > 0)
-    fprintf(f, "card read bandwidth, measured by a streaming kernel: %.0f GB/s\n", rep->card_read_gbps);
+    fprintf(f, "card read bandwidth, measured by a streaming kernel: %.1f GB/s\n", rep->card_read_gbps);
 }
 
 /* The exact column: bit-exact or not, or, for a baseline, its bound's verdict. */
@@ -105,8 +105,8 @@ static void text_ratios(const struct bench_report *rep, FILE *f) {
     if (b->check != BENCH_CHECK_TOLERANCE) continue;
     const struct bench_row *c = find_row(rep, "card", b->rows, b->n), *p = find_row(rep, "card-pipelined", b->rows, b->n);
     if (!c || c->median_ms <= 0) continue;
-    fprintf(f, "%zux%zu: bankml-cl card %.1f us (pipelined %.1f us) vs %s %.1f us: %.1fx (pipelined %.1fx)\n", b->rows,
-            b->n, c->median_ms * 1e3, p ? p->median_ms * 1e3 : 0, b->mode, b->median_ms * 1e3, b->median_ms / c->median_ms,
+    fprintf(f, "%zux%zu: bankml-cl card %.1f us (pipelined %.1f us) vs %s %.1f us: %s is %.1fx the time (pipelined %.1fx)\n", b->rows,
+            b->n, c->median_ms * 1e3, p ? p->median_ms * 1e3 : 0, b->mode, b->median_ms * 1e3, b->mode, b->median_ms / c->median_ms,
             p && p->median_ms > 0 ? b->median_ms / p->median_ms : 0);
   }
 }
