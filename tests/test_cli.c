@@ -167,6 +167,19 @@ Test(cli, model_goes_with_neither_shapes_nor_clblast) {
   expect_usage_error(RUN("bench", "--clblast", "--model", "bonsai-1.7b"), "--clblast");
 }
 
+/* A bad BANKML_GPU with a card's mode is refused before anything is
+ * measured: exit 2 ("nothing was measured") with no table printed. */
+Test(cli, a_bad_gpu_choice_is_refused_before_any_measurement) {
+  setenv("BANKML_GPU", "xyz", 1);
+  struct run r = RUN("bench", "--cpu", "--card", "--shape", "128x128", "--runs", "1", "--warmup", "0", "--threads",
+                     "1");
+  unsetenv("BANKML_GPU");
+  cr_expect_eq(r.status, 2, "exit status %d, stdout: %s", r.status, r.out);
+  cr_expect_str_eq(r.out, "", "rows were measured before the refusal");
+  cr_expect(strstr(r.err, "BANKML_GPU=\"xyz\"") != NULL, "%s", r.err);
+  run_free(&r);
+}
+
 /* A mode that fails after others measured: their rows are still reported. */
 Test(cli, rows_measured_before_a_failing_mode_are_reported) {
   setenv("BANKML_GPU", "off", 1);
