@@ -94,7 +94,6 @@ int bench_cpu_run(const struct bench_config *cfg, struct bench_report *rep);
 int bench_card_run(const struct bench_config *cfg, struct bench_report *rep);
 int bench_split_run(const struct bench_config *cfg, struct bench_report *rep);
 int bench_model_run(const struct bench_config *cfg, struct bench_report *rep, const char *mode);
-/* The largest of --threads' counts. */
 /* The bytes the card reads for a matrix: 20 per block of 128 weights (16 of
  * signs, the scale as a float), each row padded to whole tiles of eight
  * blocks, as the card stores it (cl/q1_0.cl) and its kernels read it. */
@@ -102,6 +101,7 @@ static inline uint64_t bench_card_bytes(size_t rows, size_t n) {
   return (uint64_t)rows * ((n / BML_Q1_0_BLOCK + 7) / 8 * 8) * 20;
 }
 
+/* The largest of --threads' counts. */
 static inline int bench_threads_largest(const struct bench_config *cfg) {
   int t = 1;
   for (size_t i = 0; i < cfg->nthreads; i++) t = cfg->threads[i] > t ? cfg->threads[i] : t;

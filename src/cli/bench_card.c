@@ -130,13 +130,14 @@ static int shapes_tuning(bml_worker *w) {
 
 static int calibrate(bml_worker *w, struct card_product *c) {
   double t0 = bench_now_ms();
-  int rc, i = 0;
+  int rc, i = 0, tuning = 0;
   do { /* the worker meets the shape at its first product */
     const bml_product *p = &c->p[0];
     rc = bml_worker_mat_vec(w, p->name, p->wts, p->rows, p->n, p->act, p->out);
-  } while (rc == 0 && ++i < CALIBRATION_PRODUCTS && shapes_tuning(w) > 0 && bench_now_ms() - t0 < CALIBRATION_MS);
+  } while (rc == 0 && (tuning = shapes_tuning(w)) > 0 && ++i < CALIBRATION_PRODUCTS &&
+           bench_now_ms() - t0 < CALIBRATION_MS);
   if (rc != 0) fprintf(stderr, "bankml-cl bench: %zux%zu: %s\n", c->rows, c->n, bml_strerror(rc));
-  if (rc == 0 && shapes_tuning(w) > 0)
+  if (rc == 0 && tuning > 0)
     fprintf(stderr, "bankml-cl bench: split %zux%zu: the worker is still calibrating this shape after %d products "
             "(%.0f ms); its figures include the calibration\n", c->rows, c->n, i, bench_now_ms() - t0);
   return rc;
