@@ -323,7 +323,7 @@ static void plan_group(bml_worker *w, submission *s, group *g, bool resting) {
   bool decided;
   size_t total = want_rows(w, s, g->first, g->count, &decided);
   if (total == 0) {
-    s->timed = s->count == 1 && decided; /* a CPU-alone timing of a shape in calibration */
+    s->timed = s->shape && decided; /* a CPU-alone timing of a shape in calibration */
     return count_cpu(decided ? &w->count.on_cpu_decided : &w->count.on_cpu_share, g->count);
   }
   if (resting) {
@@ -624,7 +624,7 @@ static int start(bml_worker *w, submission *s) {
   w->time.submissions++;
   w->time.enqueue += bml__now() - s->begin_time;
   if (rc != 0) all_to_cpu(w, s, rc);
-  else if (s->on_card && s->count == 1) s->timed = true;
+  else if (s->on_card && s->shape) s->timed = true; /* a single product's trial on the card */
   return 0;
 }
 
