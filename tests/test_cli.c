@@ -600,6 +600,29 @@ Test(cli, bench_model_token_on_pocl_is_exact) {
   json_decref(root);
 }
 
+/* --threads 1,1-2,2 names counts 1 and 2 twice each: each is timed once
+ * (four rows: two counts, warm and flushed). */
+Test(cli, bench_times_a_thread_count_given_twice_once) {
+  struct run r = RUN("bench", "--cpu", "--quick", "--json", "--shape", "128x256", "--threads", "1,1-2,2");
+  cr_assert_eq(r.status, 0, "exit status %d, stderr: %s", r.status, r.err);
+  json_error_t e;
+  json_t *root = json_loads(r.out, 0, &e);
+  cr_assert_not_null(root, "not JSON (%s at line %d): %s", e.text, e.line, r.out);
+  json_t *results = json_object_get(root, "results");
+  cr_assert(json_is_array(results));
+  cr_expect_eq(json_array_size(results), 4, "%zu rows", json_array_size(results));
+  int seen[3][2] = {{0}};
+  for (size_t i = 0; i < json_array_size(results); i++) {
+    json_t *row = json_array_get(results, i);
+    json_int_t t = integer_of(row, "threads");
+    cr_assert(t == 1 || t == 2, "threads %lld", (long long)t);
+    seen[t][strcmp(string_of(row, "cache"), "flushed") == 0]++;
+  }
+  for (int t = 1; t <= 2; t++)
+    for (int c = 0; c < 2; c++) cr_expect_eq(seen[t][c], 1, "threads %d, %s: %d rows", t, c ? "flushed" : "warm", seen[t][c]);
+  json_decref(root);
+}
+
 Test(cli, bench_card_modes_run_on_the_largest_thread_count) {
   json_t *root = pocl_bench_json((const char *const[]){"bench", "--split", "--shape", "256x256", "--runs", "1",
                                                         "--warmup", "0", "--threads", "2,1", "--json", NULL});

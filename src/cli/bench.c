@@ -178,8 +178,12 @@ static int add_shape(struct bench_args *args, const char *s) {
   return 0;
 }
 
+/* A count given twice (--threads 1,1 or 1-4,2) is timed once, where it
+ * first came: two rows of one measurement would only say it twice. */
 static int push_thread_count(struct bench_args *args, long t) {
   struct bench_config *cfg = &args->cfg;
+  for (size_t i = 0; i < cfg->nthreads; i++)
+    if (cfg->threads[i] == (int)t) return 0;
   if (reserve((void **)&cfg->threads, &args->threads_cap, cfg->nthreads + 1, sizeof *cfg->threads))
     return BML_ENOMEM;
   cfg->threads[cfg->nthreads++] = (int)t;
