@@ -241,6 +241,8 @@ typedef struct {
   double ms;               /* the card's wall-clock time for the check (a batched
                               kernel's lines: the whole batch's, on each line) */
   const char *detail;      /* why it failed (an OpenCL error, a build log), or NULL */
+  int batched;             /* 1: a batched kernel's line, checked in one launch with
+                              the others (ms is that batch's) */
 } bml_verify_line;
 
 typedef void (*bml_verify_fn)(void *ctx, const bml_verify_line *line);

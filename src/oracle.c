@@ -414,11 +414,13 @@ static void check_batched(run *v, card_state *cs, bml__batched_id k, const bml__
   if (rc == 0) rc = run_batch(cs, k, bc, ncases, got);
   double ms = (bml__now() - t0) * 1e3;
   char detail[160];
-  bml_verify_line sum = {.check = bml__batched_name(k), .fma = fma, .regime = "golden", .first_bad = -1, .ok = 1};
+  bml_verify_line sum = {.check = bml__batched_name(k), .fma = fma, .regime = "golden", .first_bad = -1, .ok = 1,
+                         .batched = 1};
   for (size_t i = 0; i < (rc == 0 ? ncases : nown); i++) {
     bml_verify_line line = {.check = bml__batched_name(k), .fma = fma, .rows = bc ? bc[i].rows : 0,
                             .n = bc ? bc[i].n : 0,
-                            .regime = i == inf_at ? "infinite" : i % 2 ? "layer" : "random", .ms = ms};
+                            .regime = i == inf_at ? "infinite" : i % 2 ? "layer" : "random", .ms = ms,
+                            .batched = 1};
     compare_rows(rc, bc ? bc[i].want : NULL, got ? got + bc[i].out_off : NULL, bc ? bc[i].rows : 0, &line, detail,
                  sizeof detail);
     if (i < nown) {
@@ -428,7 +430,8 @@ static void check_batched(run *v, card_state *cs, bml__batched_id k, const bml__
       if (!line.ok && sum.ok)
         sum = (bml_verify_line){.check = sum.check, .fma = fma, .regime = "golden", .rows = line.rows, .n = line.n,
                                 .exact = sum.exact, .total = sum.total, .ms = ms, .first_bad = line.first_bad,
-                                .cpu_bits = line.cpu_bits, .card_bits = line.card_bits, .detail = line.detail};
+                                .cpu_bits = line.cpu_bits, .card_bits = line.card_bits, .detail = line.detail,
+                                .batched = 1};
     }
   }
   if (ng > 0 && rc == 0) emit(v, &sum);

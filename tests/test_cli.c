@@ -432,6 +432,12 @@ Test(cli, devices_verify_passes_on_pocl_with_the_software_flag) {
   cr_expect_eq(r.status, 0, "stdout: %s stderr: %s", r.out, r.err);
   cr_expect(strstr(r.out, ": q1_0_mat_vec8 12288x4096 layer: 12288/12288 rows bit-exact (fma: native, ") != NULL, "%s", r.out);
   cr_expect(strstr(r.out, ": q1_0_mat_vec 4096x4096 random: 4096/4096 rows bit-exact (fma: emulated, ") != NULL, "%s", r.out);
+  /* a batched kernel's line gives its batch's time, and says so */
+  const char *lrb = strstr(r.out, ": q1_0_mat_vec_lrb 4096x4096 random: 4096/4096 rows bit-exact (fma: native, ");
+  const char *eol = lrb ? strchr(lrb, '\n') : NULL;
+  static const char tail[] = " ms for the batch)";
+  cr_expect(eol && (size_t)(eol - lrb) > sizeof tail && strncmp(eol - (sizeof tail - 1), tail, sizeof tail - 1) == 0,
+            "%s", r.out);
   cr_expect(strstr(r.out, "verified: every check bit-exact") != NULL, "%s", r.out);
   cr_expect(strstr(r.out, "NOT VERIFIED") == NULL, "%s", r.out);
   cr_expect(strstr(r.err, "BANKML_GPU_SOFTWARE=1") != NULL, "no warning on stderr: %s", r.err);

@@ -123,6 +123,12 @@ Test(oracle, both_kernels_and_the_emulated_fma_pass_every_regime_on_the_card) {
       cr_expect(g && g->ok && g->total > 1000 && g->exact == g->total, "%s %s: ggml's golden cases not all checked",
                 kernels[k], fmas[f]);
     }
+  for (size_t k = 0; k < c.n; k++) { /* the batched kernels' lines, and only theirs, say their time is a batch's */
+    const char *ck = c.lines[k].check;
+    bool batched = strcmp(ck, "q1_0_mat_vec_lb") == 0 || strcmp(ck, "q1_0_mat_vec_lrb") == 0;
+    cr_expect_eq(c.lines[k].batched, batched, "line %zu (%s %s): batched %d", k, ck, c.lines[k].regime,
+                 c.lines[k].batched);
+  }
   cr_expect(find_line(&c, "fma probe", "native", 0, 0, "probe") != NULL);
   const bml_verify_line *pe = find_line(&c, "fma probe", "emulated", 0, 0, "probe");
   cr_expect(pe && pe->ok && pe->total >= 40, "the emulated fma was not probed on enough cases");

@@ -168,8 +168,9 @@ static void print_line(void *ctx, const bml_verify_line *l) {
     printf("%zu %s: NOT VERIFIED \u2014 %s; bankml-cl will not use this card\n", l->device, l->device_name,
            l->detail ? l->detail : "ggml's golden cases cannot be read");
   } else if (l->ok) {
-    printf("%zu %s: %s %s%s: %zu/%zu rows bit-exact (fma: %s, %.1f ms)\n", l->device, l->device_name,
-           l->check, shape_of(l, shape, sizeof shape), l->regime, l->exact, l->total, l->fma, l->ms);
+    printf("%zu %s: %s %s%s: %zu/%zu rows bit-exact (fma: %s, %.1f ms%s)\n", l->device, l->device_name,
+           l->check, shape_of(l, shape, sizeof shape), l->regime, l->exact, l->total, l->fma, l->ms,
+           l->batched ? " for the batch" : "");
   } else if (l->first_bad >= 0) {
     char what[160];
     printf("%zu %s: NOT VERIFIED \u2014 %s: %s %ld differs (cpu 0x%08x, card 0x%08x), %zu/%zu bit-exact; "
