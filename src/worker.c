@@ -280,8 +280,9 @@ static int ensure_uploaded(bml_worker *w, entry *e, const size_t *want) {
   bool exact = !bml__limiter_fits(&w->limiter, bml__card_matrix_growth(w->card, rows, e->n, false), avail);
   if (exact && !bml__limiter_fits(&w->limiter, bml__card_matrix_growth(w->card, rows, e->n, true), avail))
     return BML_ENOMEM;
-  int rc = w->hooks.fail_uploads > 0 ? (w->hooks.fail_uploads--, CL_MEM_OBJECT_ALLOCATION_FAILURE)
-                                     : bml__card_matrix_upload(w->card, parts, np, e->n, exact, &e->m);
+  int rc = w->hooks.fail_uploads > 0    ? (w->hooks.fail_uploads--, CL_MEM_OBJECT_ALLOCATION_FAILURE)
+           : w->hooks.break_uploads > 0 ? (w->hooks.break_uploads--, CL_INVALID_OPERATION)
+                                        : bml__card_matrix_upload(w->card, parts, np, e->n, exact, &e->m);
   if (rc == CL_MEM_OBJECT_ALLOCATION_FAILURE || rc == CL_OUT_OF_RESOURCES || rc == BML_ENOMEM) {
     bml__debug(BML_CAT_WORKER, "\"%s\": allocation failed (%s): it runs on the CPU", e->members[0].name,
                bml_err_name(rc));
@@ -357,6 +358,16 @@ static int plan(bml_worker *w, submission *s) {
     g->first = i, g->count = j - i;
     plan_group(w, s, g, resting);
     i = j;
+  }
+  /* A group's error may have retired the card (the third in a row), which
+   * dropped the matrices of the groups planned before it: they go to the
+   * CPU too, or their card rows would be computed by no one. */
+  for (size_t i = 0; w->retired && i < s->ngroups; i++) {
+    group *g = &s->groups[i];
+    if (!g->e) continue;
+    g->e = NULL;
+    memset(s->card_rows + g->first, 0, g->count * sizeof *s->card_rows);
+    count_cpu(&w->count.on_cpu_error, g->count);
   }
   return 0;
 }

@@ -9,6 +9,7 @@
 typedef struct {
   int fail_enqueues;    /* the next N enqueues fail with CL_OUT_OF_RESOURCES */
   int fail_uploads;     /* the next N uploads fail with CL_MEM_OBJECT_ALLOCATION_FAILURE */
+  int break_uploads;    /* the next N uploads fail with CL_INVALID_OPERATION (an error, not memory) */
   int fail_launch;      /* the next batch's launch number N (from 1) fails with CL_OUT_OF_RESOURCES, after
                            the launches, copies and reads before it were enqueued (0: none) */
   bml__kernel_id kernel; /* BML_KERNEL_COUNT (the default): the tuned choice by rows */

@@ -318,6 +318,38 @@ Test(worker, opencl_errors_give_rows_to_the_cpu_and_retire_the_card) {
   bml_worker_close(w);
 }
 
+/* The third error in a row comes while a batch is planned, at its second
+ * group's upload: the card retires, and the first group, planned on the
+ * card a moment before, must go to the CPU too (its rows were computed by
+ * no one, and the batch returned 0). */
+Test(worker, a_card_retired_while_a_batch_is_planned_gives_every_row_to_the_cpu) {
+  bml_worker *w = open_worker("0.5");
+  cr_assert_eq(bml_worker_set_limit(w, 1.0), 0);
+  matrix a = make(64, 1024, 61, true), b = make(96, 1024, 62, false);
+  expect_exact(w, &a, "a"); /* a is on the card */
+  bml__worker_hooks h = {.fail_enqueues = 2, .kernel = BML_KERNEL_COUNT};
+  bml__worker_set_hooks(w, &h);
+  expect_exact(w, &a, "a");
+  expect_exact(w, &a, "a"); /* two errors in a row */
+  h = (bml__worker_hooks){.break_uploads = 1, .kernel = BML_KERNEL_COUNT};
+  bml__worker_set_hooks(w, &h);
+  bml_log_set_sink(capture, NULL);
+  batch two = {.count = 2, .m = {a, b}};
+  two.p[0] = (bml_product){"a", a.w, a.rows, a.n, a.a, a.got};
+  two.p[1] = (bml_product){"b", b.w, b.rows, b.n, b.a, b.got};
+  expect_batch(w, &two);
+  bml_log_set_sink(NULL, NULL);
+  json_t *j = status(w);
+  cr_expect(json_is_true(json_object_get(j, "retired")), "the third error did not retire the card");
+  cr_expect_eq(field(j, "products_on_card"), 1, "only the first product ran on the card");
+  cr_expect_eq(field(j, "products_on_cpu_error"), 2 + 2);
+  cr_expect_eq(field(j, "allocated_bytes"), 0, "a retired card holds nothing");
+  json_decref(j);
+  expect_exact(w, &a, "a"); /* and after it, the CPU */
+  unmake(&a), unmake(&b);
+  bml_worker_close(w);
+}
+
 Test(worker, an_allocation_failure_leaves_that_matrix_on_the_cpu) {
   bml_worker *w = open_worker("0.6");
   cr_assert_eq(bml_worker_set_limit(w, 1.0), 0);
