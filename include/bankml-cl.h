@@ -317,7 +317,8 @@ BML_EXTERN int bml_worker_finish(bml_worker *w, float *out);
 
 /* begin, the CPU's rows on the pool, finish: one product, out[0 .. rows).
  * It never leaves a product in flight: a finish that meets another thread's
- * call is tried again. */
+ * call is tried again.  While another thread drives the pool, the CPU's
+ * rows (here and in a batch) run on the calling thread alone. */
 BML_EXTERN int bml_worker_mat_vec(bml_worker *w, const char *name, const bml_block_q1_0 *wts,
                                   size_t rows, size_t n, const bml_block_q8_0 *act, float *out);
 

@@ -126,6 +126,11 @@ int bml__q1_0_run(const bml__q1_0_kernel *k, const bml_block_q1_0 *w, size_t row
  * such as copying a batch's results out: fn must do all of it for any
  * nthreads. */
 void bml__pool_run(bml_pool *p, void (*fn)(void *ctx, int tid, int nthreads), void *ctx);
+/* bml_pool_q1_0_mat_vec for the worker's own rows: while another thread
+ * drives the pool, the calling thread computes them alone (the same bits),
+ * so a submission never stops half done with BML_EBUSY. */
+int bml__pool_mat_vec_or_alone(bml_pool *p, const bml_block_q1_0 *w, size_t rows, size_t n,
+                               const bml_block_q8_0 *a, float *out);
 
 /* Aligned scratch (64 bytes).  Free with bml__aligned_free (NULL-safe). */
 void *bml__aligned_alloc(size_t size);

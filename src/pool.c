@@ -288,3 +288,9 @@ int bml_pool_q1_0_mat_vec(bml_pool *p, const bml_block_q1_0 *w, size_t rows, siz
   atomic_flag_clear_explicit(&p->driving, memory_order_release);
   return rc;
 }
+
+int bml__pool_mat_vec_or_alone(bml_pool *p, const bml_block_q1_0 *w, size_t rows, size_t n,
+                               const bml_block_q8_0 *a, float *out) {
+  int rc = bml_pool_q1_0_mat_vec(p, w, rows, n, a, out);
+  return rc == BML_EBUSY ? bml_q1_0_mat_vec(w, rows, n, a, out) : rc;
+}

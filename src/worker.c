@@ -721,7 +721,8 @@ static int complete(bml_worker *w, submission *s) {
       bml__card_finish(w->card); /* nothing of the card's still running */
       size_t *rows = s->card_rows;
       for (size_t i = 0; rc == 0 && i < s->count; i++)
-        if (rows[i]) rc = bml_pool_q1_0_mat_vec(w->pool, s->p[i].wts, rows[i], s->p[i].n, s->p[i].act, s->p[i].out);
+        if (rows[i])
+          rc = bml__pool_mat_vec_or_alone(w->pool, s->p[i].wts, rows[i], s->p[i].n, s->p[i].act, s->p[i].out);
       s->on_card = false; /* the queues are drained already */
       all_to_cpu(w, s, err);
     } else {
@@ -741,8 +742,8 @@ static int cpu_rows(bml_worker *w, const submission *s) {
     const bml_product *p = &s->p[i];
     size_t r0 = s->card_rows[i];
     if (r0 >= p->rows) continue;
-    int rc = bml_pool_q1_0_mat_vec(w->pool, p->wts + r0 * (p->n / BML_Q1_0_BLOCK), p->rows - r0, p->n, p->act,
-                                   p->out + r0);
+    int rc = bml__pool_mat_vec_or_alone(w->pool, p->wts + r0 * (p->n / BML_Q1_0_BLOCK), p->rows - r0, p->n,
+                                        p->act, p->out + r0);
     if (rc != 0) return rc;
   }
   return 0;
@@ -803,8 +804,8 @@ int bml_worker_mat_vec(bml_worker *w, const char *name, const bml_block_q1_0 *wt
   int rc = bml_worker_begin(w, name, wts, rows, n, act, &card_rows);
   if (rc != 0) return rc;
   size_t nb = n / BML_Q1_0_BLOCK;
-  int cpu = rows > card_rows ? bml_pool_q1_0_mat_vec(w->pool, wts + card_rows * nb, rows - card_rows, n, act,
-                                                     out + card_rows)
+  int cpu = rows > card_rows ? bml__pool_mat_vec_or_alone(w->pool, wts + card_rows * nb, rows - card_rows, n,
+                                                          act, out + card_rows)
                              : 0;
   /* the product must not stay in flight: a finish that met another thread's
    * short call (status, share) is tried again */

@@ -2,6 +2,9 @@
 #include <criterion/criterion.h>
 
 #include <jansson.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -347,6 +350,47 @@ Test(worker, a_card_retired_while_a_batch_is_planned_gives_every_row_to_the_cpu)
   json_decref(j);
   expect_exact(w, &a, "a"); /* and after it, the CPU */
   unmake(&a), unmake(&b);
+  bml_worker_close(w);
+}
+
+/* Another thread drives the worker's pool (the application's own product
+ * on it) while the worker runs: the worker's CPU rows run on the calling
+ * thread, so every product is complete and exact.  Before, the pool's
+ * BML_EBUSY came after the card's rows were enqueued, and the submission
+ * returned it with half its rows written. */
+typedef struct {
+  matrix *m;
+  atomic_bool stop;
+  atomic_int products;
+} pool_hog;
+
+static void *hog_pool(void *arg) {
+  pool_hog *h = arg;
+  while (!atomic_load(&h->stop))
+    if (bml_pool_q1_0_mat_vec(pool, h->m->w, h->m->rows, h->m->n, h->m->a, h->m->got) == 0)
+      atomic_fetch_add(&h->products, 1);
+  return NULL;
+}
+
+Test(worker, a_busy_pool_does_not_stop_a_product_half_done) {
+  bml_worker *w = open_worker("0.5");
+  cr_assert_eq(bml_worker_set_limit(w, 1.0), 0);
+  matrix big = make(4096, 2048, 70, false);
+  batch b;
+  make_batch(&b, 3, 100, 3, 1024, 71, "busy");
+  pool_hog h = {.m = &big};
+  atomic_init(&h.stop, false);
+  atomic_init(&h.products, 0);
+  pthread_t t;
+  cr_assert_eq(pthread_create(&t, NULL, hog_pool, &h), 0);
+  while (atomic_load(&h.products) == 0) sched_yield();
+  for (int i = 0; i < 20; i++) {
+    expect_batch(w, &b);
+    expect_exact(w, &b.m[0], "busy0");
+  }
+  atomic_store(&h.stop, true);
+  pthread_join(t, NULL);
+  unmake_batch(&b), unmake(&big);
   bml_worker_close(w);
 }
 
