@@ -77,6 +77,7 @@ typedef struct {
   bml__shape *shape; /* a single product's shape, for its calibration */
   bool timed;
   double begin_time, dispatch_time;
+  uint64_t in_bytes, out_rows; /* the card's activations (and records) and results, as planned */
 } submission;
 
 typedef struct {
@@ -333,6 +334,15 @@ static void plan_group(bml_worker *w, submission *s, group *g, bool resting) {
   }
   entry *e = find_entry(w, s->p + g->first, g->count);
   int rc = e ? ensure_uploaded(w, e, s->card_rows + g->first) : BML_ENOMEM;
+  /* The kernels' records hold offsets of 32 bits: a group whose activation
+   * (with every record, 64 bytes over) or results would end past them
+   * runs on the CPU. */
+  uint64_t in = 0;
+  if (rc == 0) {
+    in = s->in_bytes + bml__card_act_bytes(e->n) + e->m.nchunks * sizeof(bml__desc);
+    const uint64_t lim = w->hooks.offset_limit ? w->hooks.offset_limit : UINT32_MAX;
+    if (in + 64 > lim || s->out_rows + e->m.rows > lim) rc = BML_ENOMEM;
+  }
   if (rc != 0) {
     memset(s->card_rows + g->first, 0, g->count * sizeof *s->card_rows);
     if (rc == BML_ENOMEM) return count_cpu(&w->count.on_cpu_memory, g->count);
@@ -340,6 +350,7 @@ static void plan_group(bml_worker *w, submission *s, group *g, bool resting) {
     return count_cpu(&w->count.on_cpu_error, g->count);
   }
   g->e = e;
+  s->in_bytes = in, s->out_rows += e->m.rows;
 }
 
 /* Splits the products into groups (neighbours with one activation) and plans each. */
@@ -350,6 +361,7 @@ static int plan(bml_worker *w, submission *s) {
   s->card_rows = w->card_rows;
   s->groups = w->groups;
   s->ngroups = 0;
+  s->in_bytes = s->out_rows = 0;
   bool resting = bml__limiter_resting(&w->limiter, bml__now());
   for (size_t i = 0; i < s->count;) {
     size_t j = i + 1;

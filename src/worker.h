@@ -14,6 +14,8 @@ typedef struct {
                            the launches, copies and reads before it were enqueued (0: none) */
   bml__kernel_id kernel; /* BML_KERNEL_COUNT (the default): the tuned choice by rows */
   int busy_finishes;    /* the next N finishes meet another thread's call: BML_EBUSY */
+  uint64_t offset_limit; /* a submission's card activations (bytes) and results (floats) stay
+                            within it; 0: UINT32_MAX (the kernels' offsets of 32 bits) */
 } bml__worker_hooks;
 
 void bml__worker_set_hooks(bml_worker *w, const bml__worker_hooks *h);

@@ -394,6 +394,32 @@ Test(worker, a_busy_pool_does_not_stop_a_product_half_done) {
   bml_worker_close(w);
 }
 
+/* The kernels' records hold 32-bit offsets: a batch whose card activations
+ * would end past them sends the groups that do not fit to the CPU (the
+ * limit lowered to two groups' activations and records here). */
+Test(worker, groups_past_the_kernels_offsets_run_on_the_cpu) {
+  bml_worker *w = open_worker("0.5");
+  cr_assert_eq(bml_worker_set_limit(w, 1.0), 0);
+  batch b;
+  make_batch(&b, 6, 100, 3, 1024, 81, "far");
+  bml__worker_hooks h = {.kernel = BML_KERNEL_COUNT,
+                         .offset_limit = 2 * (bml__card_act_bytes(1024) + sizeof(bml__desc)) + 64};
+  bml__worker_set_hooks(w, &h);
+  expect_batch(w, &b);
+  json_t *j = status(w);
+  cr_expect_eq(field(j, "products_on_card"), 2, "two groups fit");
+  cr_expect_eq(field(j, "products_on_cpu_memory"), 4);
+  json_decref(j);
+  h.offset_limit = 0; /* the default: all of them fit */
+  bml__worker_set_hooks(w, &h);
+  expect_batch(w, &b);
+  j = status(w);
+  cr_expect_eq(field(j, "products_on_card"), 2 + 6);
+  json_decref(j);
+  unmake_batch(&b);
+  bml_worker_close(w);
+}
+
 Test(worker, an_allocation_failure_leaves_that_matrix_on_the_cpu) {
   bml_worker *w = open_worker("0.6");
   cr_assert_eq(bml_worker_set_limit(w, 1.0), 0);
