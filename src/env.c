@@ -1,32 +1,55 @@
 /* env.c -- every environment variable libbankml-cl reads, parsed strictly in one place. */
 #include "bml.h"
 
+#include <ctype.h>
 #include <errno.h>
+#include <locale.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 unsigned bml__debug_category(const char *name, size_t len);
 
+/* A number starts with a digit, or a minus and a digit (a '.' too for a
+ * decimal): strtol and strtod would also skip any white space (a newline
+ * included) and take a plus sign. */
+static bool starts_number(const char *s, bool decimal) {
+  if (s[0] == '-') s++;
+  return isdigit((unsigned char)s[0]) || (decimal && s[0] == '.');
+}
+
 int bml__parse_long(const char *s, long lo, long hi, long *out) {
-  if (!s || !*s) return BML_EINVAL;
+  if (!s || !starts_number(s, false)) return BML_EINVAL;
   char *end = NULL;
   errno = 0;
   long v = strtol(s, &end, 10);
-  if (errno != 0 || end == s || *end != '\0' || s[0] == ' ' || s[0] == '\t') return BML_EINVAL;
-  if (v < lo || v > hi) return BML_ERANGE;
+  if (end == s || *end != '\0') return BML_EINVAL;
+  if (errno == ERANGE || v < lo || v > hi) return BML_ERANGE;
   *out = v;
   return 0;
 }
 
+/* strtod with '.' as the decimal point whatever the program's locale: an
+ * engine that called setlocale(LC_ALL, "") in a locale with a decimal
+ * comma must not have BANKML_GPU_LIMIT=0.5 refused (and 0,5 taken). */
+static double c_strtod(const char *s, char **end) {
+  locale_t c = newlocale(LC_NUMERIC_MASK, "C", (locale_t)0);
+  locale_t old = c ? uselocale(c) : (locale_t)0;
+  double v = strtod(s, end);
+  if (c) {
+    uselocale(old);
+    freelocale(c);
+  }
+  return v;
+}
+
 int bml__parse_double(const char *s, double lo, double hi, double *out) {
-  if (!s || !*s) return BML_EINVAL;
+  if (!s || !starts_number(s, true)) return BML_EINVAL;
   char *end = NULL;
   errno = 0;
-  double v = strtod(s, &end);
-  if (errno != 0 || end == s || *end != '\0' || s[0] == ' ' || s[0] == '\t' || !isfinite(v))
-    return BML_EINVAL;
-  if (v < lo || v > hi) return BML_ERANGE;
+  double v = c_strtod(s, &end);
+  if (end == s || *end != '\0' || !isfinite(v)) return BML_EINVAL;
+  if (errno == ERANGE || v < lo || v > hi) return BML_ERANGE;
   *out = v;
   return 0;
 }
@@ -134,24 +157,24 @@ int bml__env_pci_ids(const char **out) {
 /* A decimal from the environment, clamped into [lo, hi] (out-of-range
  * values are clamped, as the variable's documentation says; junk is an
  * error naming it). */
-static int env_clamped(const char *name, double lo, double hi, double *out) {
+static int env_clamped(const char *name, double lo, double hi, const char *range, double *out) {
   const char *v = env_value(name);
   if (!v) return 0;
   /* past any range, infinities included, is clamped too; junk and NaN are
    * not numbers */
   char *end = NULL;
-  double d = strtod(v, &end); /* an overflow's ERANGE is clamped below like any other */
-  if (end == v || *end != '\0' || v[0] == ' ' || v[0] == '\t' || isnan(d)) {
-    bml__error(BML_CAT_ENV, "%s=\"%s\": not a number (expected %g to %g)", name, v, lo, hi);
+  double d = isspace((unsigned char)v[0]) ? 0.0 : c_strtod(v, &end);
+  if (!end || end == v || *end != '\0' || isnan(d)) {
+    bml__error(BML_CAT_ENV, "%s=\"%s\": not a number (expected %s)", name, v, range);
     return BML_EENV;
   }
-  *out = d < lo ? lo : d > hi ? hi : d;
+  *out = d < lo ? lo : d > hi ? hi : d; /* an overflow's ERANGE is clamped like any other */
   return 0;
 }
 
-int bml__env_gpu_share(double *out) { return env_clamped("BANKML_GPU_SHARE", 0.0, 0.95, out); }
+int bml__env_gpu_share(double *out) { return env_clamped("BANKML_GPU_SHARE", 0.0, 0.95, "0 to 0.95", out); }
 
-int bml__env_gpu_limit(double *out) { return env_clamped("BANKML_GPU_LIMIT", 0.05, 1.0, out); }
+int bml__env_gpu_limit(double *out) { return env_clamped("BANKML_GPU_LIMIT", 0.05, 1.0, "0.05 to 1", out); }
 
 void bml__env_cache_dirs(const char **bankml, const char **xdg, const char **home) {
   *bankml = env_value("BANKML_CACHE_DIR");

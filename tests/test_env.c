@@ -1,7 +1,10 @@
 /* test_env.c -- strict parsing of numbers from the environment and the command line. */
 #include <criterion/criterion.h>
 
+#include <locale.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <sys/wait.h>
 
 #include "bml.h"
 
@@ -16,7 +19,9 @@ Test(env, whole_numbers_parse_strictly) {
   cr_expect_eq(bml__parse_long("4 ", 1, 100, &v), BML_EINVAL);
   cr_expect_eq(bml__parse_long("101", 1, 100, &v), BML_ERANGE);
   cr_expect_eq(bml__parse_long("0", 1, 100, &v), BML_ERANGE);
-  cr_expect_eq(bml__parse_long("99999999999999999999999", 1, 100, &v), BML_EINVAL);
+  cr_expect_eq(bml__parse_long("\n4", 1, 100, &v), BML_EINVAL, "strtol skips a newline: the parser must not");
+  cr_expect_eq(bml__parse_long("+4", 1, 100, &v), BML_EINVAL);
+  cr_expect_eq(bml__parse_long("99999999999999999999999", 1, 100, &v), BML_ERANGE, "a number, out of range");
   cr_expect_eq(v, 42, "a refused value must not be stored");
 }
 
@@ -67,7 +72,7 @@ Test(env, share_and_limit_clamp_any_number_and_refuse_the_rest) {
     cr_expect(s == ok[i].share, "BANKML_GPU_SHARE=%s gave %g", ok[i].v, s);
     cr_expect(l == ok[i].limit, "BANKML_GPU_LIMIT=%s gave %g", ok[i].v, l);
   }
-  static const char *bad[] = {"nan", "abc", "0.5x", " 0.5", "-nan"};
+  static const char *bad[] = {"nan", "abc", "0.5x", " 0.5", "\n0.5", "-nan", "0,5"};
   for (size_t i = 0; i < BML_ARRAY_SIZE(bad); i++) {
     double s = -1;
     setenv("BANKML_GPU_SHARE", bad[i], 1);
@@ -76,4 +81,47 @@ Test(env, share_and_limit_clamp_any_number_and_refuse_the_rest) {
   }
   unsetenv("BANKML_GPU_SHARE");
   unsetenv("BANKML_GPU_LIMIT");
+}
+
+/* A locale whose decimal point is a comma: an installed one, else one
+ * made with localedef into a directory of its own (LOCPATH); NULL when
+ * neither is possible here (no locale sources: apt-get install locales). */
+static locale_t comma_locale(void) {
+  static const char *const names[] = {"de_DE.UTF-8", "fr_FR.UTF-8", "de_DE.utf8", "fr_FR.utf8"};
+  for (size_t i = 0; i < BML_ARRAY_SIZE(names); i++) {
+    locale_t l = newlocale(LC_NUMERIC_MASK, names[i], (locale_t)0);
+    if (l) return l;
+  }
+  char dir[] = "/tmp/bml-locale-XXXXXX", cmd[256];
+  if (!mkdtemp(dir)) return (locale_t)0;
+  snprintf(cmd, sizeof cmd, "localedef -i de_DE -f UTF-8 %s/de_DE.UTF-8 >/dev/null 2>&1", dir);
+  int st = system(cmd);
+  if (st == -1 || !WIFEXITED(st) || WEXITSTATUS(st) > 1) return (locale_t)0; /* 1: warnings only */
+  setenv("LOCPATH", dir, 1);
+  return newlocale(LC_NUMERIC_MASK, "de_DE.UTF-8", (locale_t)0);
+}
+
+/* A program in a locale with a decimal comma still gives the variables '.' */
+Test(env, decimals_use_a_point_whatever_the_locale) {
+  locale_t comma = comma_locale();
+  if (!comma) cr_skip_test("no locale with a decimal comma can be made here (apt-get install locales)");
+  locale_t old = uselocale(comma);
+  char probe[16];
+  snprintf(probe, sizeof probe, "%.1f", 0.5);
+  cr_assert_str_eq(probe, "0,5", "the locale's decimal point is not a comma");
+  double v = -1, s = -1;
+  int rc = bml__parse_double("0.25", 0, 1, &v);
+  setenv("BANKML_GPU_SHARE", "0.5", 1);
+  int rs = bml__env_gpu_share(&s);
+  setenv("BANKML_GPU_SHARE", "0,5", 1);
+  double t = -1;
+  int rt = bml__env_gpu_share(&t);
+  uselocale(old);
+  freelocale(comma);
+  unsetenv("BANKML_GPU_SHARE");
+  cr_expect_eq(rc, 0);
+  cr_expect(v == 0.25, "0.25 gave %g", v);
+  cr_expect_eq(rs, 0, "BANKML_GPU_SHARE=0.5 refused under a decimal comma");
+  cr_expect(s == 0.5, "BANKML_GPU_SHARE=0.5 gave %g", s);
+  cr_expect_eq(rt, BML_EENV, "BANKML_GPU_SHARE=0,5 accepted");
 }
