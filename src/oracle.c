@@ -489,13 +489,14 @@ static int load_golden(run *v, bml__golden_q1 **g) {
 int bml__oracle_verify(const bml__device *d, size_t index, const bml_verify_options *opt, bml__card **card_out,
                        bml__build *use) {
   run v = {opt, index, d->cl.name, false};
-  char err[256];
+  char err[256] = "";
   bml__card *c = NULL;
   bml__build native = {0}, emulated = {0};
   bml__golden_q1 *g = NULL;
   int ng = 0;
   bool quick = (opt && opt->quick) || hooks.quick, native_ok = false;
-  int rc = bml__card_open(&d->cl, &c, err, sizeof err);
+  int rc = hooks.open_nomem ? (snprintf(err, sizeof err, "out of memory"), BML_ENOMEM)
+                            : bml__card_open(&d->cl, &c, err, sizeof err);
   if (rc != 0) {
     emit_error(&v, "open", "", err);
     goto done;
@@ -521,7 +522,7 @@ done:
   bml__build_release(&native);
   bml__build_release(&emulated);
   bml__card_close(c);
-  return v.failed ? BML_EVERIFY : rc;
+  return rc == BML_ENOMEM ? rc : v.failed ? BML_EVERIFY : rc;
 }
 
 int bml_devices_verify(bml_devices *list, size_t i, const bml_verify_options *opt) {

@@ -13,6 +13,7 @@ typedef struct {
   size_t max_chunk_rows;     /* split matrices into chunks of at most this many rows */
   size_t wg;                 /* work-group size of q1_0_mat_vec (0: 64) */
   cl_ulong local_mem;        /* pretend the card has this much local memory (0: what it says) */
+  bool open_nomem;           /* opening the card runs out of memory */
 } bml__oracle_hooks;
 
 /* Sets (NULL: clears) the hooks for every later verification.  Not
@@ -23,7 +24,7 @@ const bml__oracle_hooks *bml__oracle_get_hooks(void);
 /* Verifies device d (report index `index`), reporting each check through
  * opt->on_line.  Returns 0 when every check passed, BML_EVERIFY when one
  * did not (a build failure, an OpenCL error and a differing row all refuse
- * the card), or BML_ENOMEM.  On 0 and when card is not NULL, *card is the
+ * the card), or BML_ENOMEM (the card not verified either).  On 0 and when card is not NULL, *card is the
  * open card and *use the build the products must use (native fma when the
  * probe found it exact, else the emulated one); the caller owns both. */
 int bml__oracle_verify(const bml__device *d, size_t index, const bml_verify_options *opt, bml__card **card,

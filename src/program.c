@@ -21,7 +21,10 @@ int bml__card_open(const bml__cl_info *ci, bml__card **out, char *err, size_t er
   char e[64];
   cl_int rc = CL_SUCCESS;
   bml__card *c = calloc(1, sizeof *c);
-  if (!c) return BML_ENOMEM;
+  if (!c) {
+    snprintf(err, errlen, "out of memory");
+    return BML_ENOMEM;
+  }
   c->dev = ci->id;
   snprintf(c->name, sizeof c->name, "%s", ci->name);
   c->global_mem = ci->global_mem;

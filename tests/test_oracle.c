@@ -649,3 +649,24 @@ Test(oracle, a_batch_plan_halves_its_last_launch_down_to_the_tail_bytes) {
   n = plan_counts(few, 3, counts);
   cr_expect_eq(n, 1, "three 2.6 MB products: %zu launches", n);
 }
+
+/* Out of memory at the card's open: the line names it and the verdict is
+ * BML_ENOMEM, not a card that gave other bits (the line was blank and the
+ * verdict BML_EVERIFY). */
+Test(oracle, out_of_memory_at_the_open_is_named_and_not_called_other_bits) {
+  size_t i;
+  bml_devices *l = card_under_test(&i);
+  static collected c;
+  const bml__oracle_hooks h = {.open_nomem = true};
+  bml__oracle_set_hooks(&h);
+  int rc = verify(l, i, &c, 1);
+  cr_expect_eq(rc, BML_ENOMEM, "%s", bml_err_name(rc));
+  cr_expect_eq(bml_devices_get(l, i)->verified, 0);
+  cr_assert_geq(c.n, 1);
+  cr_expect_str_eq(c.lines[0].check, "open");
+  cr_expect(!c.lines[0].ok);
+  cr_expect(c.lines[0].detail && strcmp(c.lines[0].detail, "out of memory") == 0, "detail: %s",
+            c.lines[0].detail ? c.lines[0].detail : "(none)");
+  bml_devices_free(l);
+}
+

@@ -205,7 +205,9 @@ static int verify_selected(bml_devices *list, const char *golden) {
              golden_skipped ? " (ggml's golden cases not checked)" : "");
     } else {
       printf("%zu %s: NOT VERIFIED (%s); bankml-cl will not use this card\n", i, d->name, bml_strerror(rc));
-      status = CLI_EXIT_USAGE; /* DESIGN §6: exit 2 when a selected card fails */
+      /* DESIGN §6: exit 2 when a selected card fails; out of memory is
+       * the command's own failure (3), whatever another card did */
+      if (status != CLI_EXIT_ERROR) status = rc == BML_ENOMEM ? CLI_EXIT_ERROR : CLI_EXIT_USAGE;
     }
   }
   if (checked == 0)
