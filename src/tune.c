@@ -87,9 +87,13 @@ static int cache_path(char *buf, size_t len) {
 static json_t *load_root(const char *path) {
   struct stat st;
   if (stat(path, &st) != 0 || !S_ISREG(st.st_mode)) return NULL;
-  json_t *root = json_load_file(path, 0, NULL);
+  json_error_t e;
+  json_t *root = json_load_file(path, 0, &e);
   if (!json_is_object(root) || json_integer_value(json_object_get(root, "schema")) != TUNE_SCHEMA ||
       !json_is_array(json_object_get(root, "entries"))) {
+    /* every card's entries are measured again, and the file replaced */
+    bml__debug(BML_CAT_BUILD, "tuning cache %s not read (%s): measured again, and replaced", path,
+               root ? "another layout" : e.text);
     json_decref(root);
     return NULL;
   }
@@ -144,13 +148,15 @@ static bool load(const char *path, const bml__cl_info *ci, choice *ch) {
   return found;
 }
 
+/* The directories of path, made 0700 as the XDG base directory spec asks
+ * of a cache (a directory that exists keeps its mode). */
 static void make_dirs(const char *path) {
   char dir[1024];
   snprintf(dir, sizeof dir, "%s", path);
   for (char *p = dir + 1; *p; p++)
     if (*p == '/') {
       *p = '\0';
-      if (mkdir(dir, 0755) != 0 && errno != EEXIST) return;
+      if (mkdir(dir, 0700) != 0 && errno != EEXIST) return;
       *p = '/';
     }
 }
@@ -174,8 +180,11 @@ static void save_locked(const char *path, const bml__cl_info *ci, const choice *
   }
   char tmp[1100];
   snprintf(tmp, sizeof tmp, "%s.%ld.tmp", path, (long)getpid());
-  if (json_dump_file(root, tmp, JSON_INDENT(2)) != 0 || rename(tmp, path) != 0) {
-    cache_warning("cannot write the tuning cache %s: the tuning is measured again next time", path);
+  errno = 0;
+  int e = json_dump_file(root, tmp, JSON_INDENT(2)) != 0 ? (errno ? errno : EIO) : rename(tmp, path) != 0 ? errno : 0;
+  if (e != 0) {
+    cache_warning("cannot write the tuning cache %s (%s): the tuning is measured again next time", path,
+                  strerror(e));
     remove(tmp);
   }
   json_decref(root);

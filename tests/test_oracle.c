@@ -670,3 +670,29 @@ Test(oracle, out_of_memory_at_the_open_is_named_and_not_called_other_bits) {
   bml_devices_free(l);
 }
 
+/* A cache that cannot be written says why (it said only that it could
+ * not): here its directory would be under a regular file. */
+Test(oracle, a_cache_that_cannot_be_written_says_why) {
+  char dir[] = "/tmp/bankml-cl-tune-XXXXXX";
+  size_t i;
+  bml_devices *l = tuning_fixture(dir, &i);
+  char file[300], under[320];
+  snprintf(file, sizeof file, "%s/file", dir);
+  FILE *f = fopen(file, "w");
+  cr_assert_not_null(f);
+  fclose(f);
+  snprintf(under, sizeof under, "%s/sub", file);
+  setenv("BANKML_CACHE_DIR", under, 1);
+  bml__oracle_hooks h = {.quick = true};
+  bml__oracle_set_hooks(&h);
+  logged[0] = '\0';
+  bml_log_set_sink(capture, NULL);
+  static collected c;
+  cr_expect_eq(verify(l, i, &c, 1), 0);
+  bml_log_set_sink(NULL, NULL);
+  cr_expect(strstr(logged, "cannot write the tuning cache") && strstr(logged, "(Not a directory)"), "%s", logged);
+  remove(file);
+  tuning_cleanup(dir);
+  bml_devices_free(l);
+}
+
