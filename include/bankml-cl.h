@@ -19,8 +19,10 @@ extern "C" {
 
 /* ------------------------------------------------------------------------
  * Errors.  Every fallible call returns 0 or a negative code.  OpenCL's own
- * cl_int codes (-1 .. -1100) pass through unchanged; bankml-cl's start at
- * -4000.  bml_strerror() and bml_err_name() know both.
+ * cl_int codes (-1 .. -72, and the Khronos extensions' from -1000 to -1142)
+ * pass through unchanged; bankml-cl's start at -4000.  bml_strerror() and
+ * bml_err_name() know both (those of Windows' Direct3D and DX9 sharing
+ * extensions are "unknown error").
  * ---------------------------------------------------------------------- */
 #define BML_ERRNO_MAP(XX)                                                       \
   XX(EINVAL,   -4000, "invalid argument")                                      \
