@@ -608,6 +608,18 @@ Test(cli, bench_model_token_on_pocl_is_exact) {
 
 /* --threads 1,1-2,2 names counts 1 and 2 twice each: each is timed once
  * (four rows: two counts, warm and flushed). */
+/* An unknown letter in a cluster of short options is named, not the long
+ * option before it (getopt has not moved past the cluster yet). */
+Test(cli, an_unknown_short_option_in_a_cluster_is_named) {
+  struct run r = RUN("bench", "--json", "-xh");
+  cr_expect(strstr(r.err, "'--json'") == NULL, "%s", r.err);
+  expect_usage_error(r, "unknown option '-x'");
+  r = RUN("devices", "--brief", "-xy");
+  cr_expect(strstr(r.err, "'--brief'") == NULL, "%s", r.err);
+  expect_usage_error(r, "unknown option '-x'");
+  expect_usage_error(RUN("bench", "--runs=3", "--bogus"), "'--bogus'");
+}
+
 Test(cli, bench_times_a_thread_count_given_twice_once) {
   struct run r = RUN("bench", "--cpu", "--quick", "--json", "--shape", "128x256", "--threads", "1,1-2,2");
   cr_assert_eq(r.status, 0, "exit status %d, stderr: %s", r.status, r.err);

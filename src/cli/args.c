@@ -34,11 +34,24 @@ int cli_parse_long(const char *s, long lo, long hi, long *out) {
   return 0;
 }
 
+/* optind before the last cli_getopt: the argument its option came from */
+static int option_at;
+
+int cli_getopt(int argc, char **argv, const char *opts, const struct option *longopts) {
+  option_at = optind;
+  return getopt_long(argc, argv, opts, longopts, NULL);
+}
+
 int cli_option_error(const char *cmd, int c, char **argv) {
-  /* A long option is named by the argument getopt_long just consumed (its
-   * optopt is the option's val, which for --help is 'h'); a short one by
-   * optopt. */
-  const char *arg = optind > 0 ? argv[optind - 1] : NULL;
+  /* A long option is named by its argument (its optopt is the option's
+   * val, which for --help is 'h'); a short one by optopt.  The argument is
+   * where the scan stood before it: inside a cluster of short options
+   * (-xh) optind has not moved yet, so argv[optind - 1] is the argument
+   * before, maybe a long option.  Where the scan skipped non-options
+   * first (a permuting scan), it is the one just consumed. */
+  const char *arg = option_at > 0 && argv[option_at] && argv[option_at][0] == '-' ? argv[option_at]
+                    : optind > 0                                                  ? argv[optind - 1]
+                                                                                  : NULL;
   bool is_long = arg && arg[0] == '-' && arg[1] == '-';
   char shortopt[3] = {'-', (char)optopt, '\0'};
   const char *name = !is_long && optopt > 0 && optopt < 256 && isprint(optopt) ? shortopt : arg ? arg : "?";

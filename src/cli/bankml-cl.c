@@ -82,7 +82,7 @@ static int global_options(int argc, char **argv) {
   opterr = 0;
   int c;
   /* '+': stop at the subcommand's name; its options are its own. */
-  while ((c = getopt_long(argc, argv, "+:hV", longopts, NULL)) != -1) {
+  while ((c = cli_getopt(argc, argv, "+:hV", longopts)) != -1) {
     switch (c) {
     case 'h': usage(stdout); return CLI_EXIT_OK;
     case 'V': printf("bankml-cl %s\n", bml_version_string()); return CLI_EXIT_OK;

@@ -259,7 +259,7 @@ static int parse_args(int argc, char **argv, struct bench_args *args) {
   longopts[NFIXED + NMODES] = (struct option){NULL, 0, NULL, 0};
   opterr = 0;
   int c, rc = 0;
-  while (rc == 0 && (c = getopt_long(argc, argv, "+:h", longopts, NULL)) != -1)
+  while (rc == 0 && (c = cli_getopt(argc, argv, "+:h", longopts)) != -1)
     rc = apply_option(args, c, argv);
   if (rc == 0 && optind < argc) {
     fprintf(stderr, "bankml-cl bench: unexpected argument '%s'\nTry 'bankml-cl bench --help'.\n",

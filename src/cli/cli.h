@@ -22,7 +22,12 @@ int cli_parse_long(const char *s, long lo, long hi, long *out);
  * past them (the caller checks what follows). */
 int cli_parse_long_prefix(const char *s, long lo, long hi, long *out, const char **end);
 
-/* Reports a getopt_long failure (c is '?' or ':') on stderr, naming the
+/* getopt_long (no index), remembering where the option began for
+ * cli_option_error: every option loop of the command calls this. */
+struct option;
+int cli_getopt(int argc, char **argv, const char *opts, const struct option *longopts);
+
+/* Reports a cli_getopt failure (c is '?' or ':') on stderr, naming the
  * option, as "bankml-cl CMD: ...".  Returns CLI_EXIT_USAGE. */
 int cli_option_error(const char *cmd, int c, char **argv);
 

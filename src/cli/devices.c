@@ -60,7 +60,7 @@ static int parse_args(int argc, char **argv, struct devices_args *a) {
   };
   opterr = 0;
   int c;
-  while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
+  while ((c = cli_getopt(argc, argv, ":h", longopts)) != -1) {
     switch (c) {
     case OPT_BRIEF: a->brief = true; break;
     case OPT_COMPACT: a->compact = true; break;
