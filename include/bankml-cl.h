@@ -296,6 +296,13 @@ typedef struct bml_worker bml_worker;
  * outlive the worker.  Close with bml_worker_close(). */
 BML_EXTERN int bml_worker_open(bml_pool *pool, bml_worker **out);
 
+/* Checks the variables bml_worker_open reads of its own (BANKML_GPU_SHARE,
+ * BANKML_GPU_LIMIT, BANKML_GPU_QUEUES) without opening anything, so that a
+ * program can refuse a bad one before its work starts.  Returns 0 or
+ * BML_EENV (the variable named in the message).  BANKML_GPU is checked by
+ * bml_devices_discover. */
+BML_EXTERN int bml_worker_check_env(void);
+
 /* Starts a product: the card's share of the rows of wts (rows x n) against
  * act, enqueued without waiting.  *card_rows receives how many of the first
  * rows the card took (0: all on the CPU); the caller computes rows

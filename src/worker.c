@@ -920,6 +920,15 @@ static int settings(bml_worker *w, double *limit, int *queues) {
   return 0;
 }
 
+int bml_worker_check_env(void) {
+  double share = -1.0, limit = BML_LIMIT_DEFAULT;
+  int queues = QUEUES_DEFAULT;
+  int rc = bml__env_gpu_share(&share);
+  if (rc == 0) rc = bml__env_gpu_limit(&limit);
+  if (rc == 0) rc = bml__env_gpu_queues(&queues);
+  return rc;
+}
+
 static size_t first_selected(const bml_devices *d) {
   for (size_t i = 0; i < d->len; i++)
     if (d->dev[i].pub.selected) return i;

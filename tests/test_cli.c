@@ -180,6 +180,23 @@ Test(cli, a_bad_gpu_choice_is_refused_before_any_measurement) {
   run_free(&r);
 }
 
+/* So are the worker's own variables (they were read when the worker opened,
+ * after the CPU's rows). */
+Test(cli, a_bad_worker_variable_is_refused_before_any_measurement) {
+  static const char *const vars[][2] = {
+      {"BANKML_GPU_SHARE", "abc"}, {"BANKML_GPU_LIMIT", "0.5x"}, {"BANKML_GPU_QUEUES", "99"}};
+  for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+    setenv(vars[i][0], vars[i][1], 1);
+    struct run r = RUN("bench", "--cpu", "--split", "--shape", "128x128", "--runs", "1", "--warmup", "0",
+                       "--threads", "1");
+    unsetenv(vars[i][0]);
+    cr_expect_eq(r.status, 2, "%s: exit status %d, stdout: %s", vars[i][0], r.status, r.out);
+    cr_expect_str_eq(r.out, "", "%s: rows were measured before the refusal", vars[i][0]);
+    cr_expect(strstr(r.err, vars[i][0]) != NULL, "%s", r.err);
+    run_free(&r);
+  }
+}
+
 /* A mode that fails after others measured: their rows are still reported. */
 Test(cli, rows_measured_before_a_failing_mode_are_reported) {
   setenv("BANKML_GPU", "off", 1);

@@ -296,13 +296,15 @@ static int default_pool_threads(int *out) {
   return 0;
 }
 
-/* A device mode's choice of card (BANKML_GPU) is checked before anything is
- * measured: an error after the CPU's rows were printed would say "nothing
- * was measured" (exit 2) with a table above it. */
+/* A device mode's choice of card (BANKML_GPU) and the worker's variables
+ * are checked before anything is measured: an error after the CPU's rows
+ * were printed would say "nothing was measured" (exit 2) with a table
+ * above it. */
 static int check_gpu_choice(const struct bench_args *args) {
   bool devices = false;
   for (size_t i = 1; i < NMODES; i++) devices |= args->mode[i]; /* modes[0] is the CPU's */
   if (!devices) return 0;
+  if (bml_worker_check_env() == BML_EENV) return CLI_EXIT_USAGE; /* named by the library */
   bml_devices *list = NULL;
   int rc = bml_devices_discover(NULL, &list);
   bml_devices_free(list);
