@@ -116,7 +116,8 @@ static void usage(FILE *f) {
   fprintf(f,
           "\n"
           "  --threads LIST   pool sizes, e.g. 1,2,4 or 1-8.  Default: every count from 1\n"
-          "                   to BANKML_THREADS, else to the number of online CPUs\n"
+          "                   to BANKML_THREADS, else to the number of online CPUs.  The\n"
+          "                   card's modes and --model take the largest only\n"
           "  --runs N         timed runs per measurement (default %d)\n"
           "  --warmup N       untimed runs before the warm measurement (default %d)\n"
           "  --quick          a smoke test of a few seconds: 2048x2048 and 4096x4096, 1 and\n"

@@ -60,10 +60,9 @@ static double products_per_s(const struct bench_row *r) {
   return r->median_ms > 0 ? (double)(r->products ? r->products : 1) / (r->median_ms * 1e-3) : 0;
 }
 
-static int write_error(void) {
-  fprintf(stderr, "bankml-cl bench: cannot write the results\n");
-  return BML_EIO;
-}
+/* A write that failed: the command's end (finish_output) says so, once,
+ * with the system's reason. */
+static int write_error(void) { return BML_EIO; }
 
 /* ---- text ---------------------------------------------------------------- */
 
