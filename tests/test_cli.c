@@ -112,6 +112,14 @@ Test(cli, help_command_prints_the_same_help) {
   cr_expect_str_eq(a.out, b.out);
   run_free(&a);
   run_free(&b);
+  static const char *const asks[] = {"--help", "-h"}; /* 'help --help' was an unknown command */
+  for (size_t i = 0; i < 2; i++) {
+    struct run c = RUN("--help"), d = RUN("help", asks[i]);
+    cr_expect_eq(d.status, 0, "help %s: exit %d, %s", asks[i], d.status, d.err);
+    cr_expect_str_eq(c.out, d.out);
+    run_free(&c);
+    run_free(&d);
+  }
 }
 
 Test(cli, help_bench_shows_the_bench_options) {

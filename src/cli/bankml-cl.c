@@ -62,6 +62,7 @@ static int cmd_help(int argc, char **argv) {
     fprintf(stderr, "bankml-cl help: unexpected argument '%s'\n", argv[2]);
     return CLI_EXIT_USAGE;
   }
+  if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) return cmd_help(1, argv);
   const struct command *c = find_command(argv[1]);
   if (!c) return unknown_command(argv[1]);
   if (c->run == cmd_help) return cmd_help(1, argv);
