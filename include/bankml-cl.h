@@ -312,7 +312,8 @@ BML_EXTERN int bml_worker_check_env(void);
  * while the worker knows it: call bml_worker_release before changing or
  * freeing them (or reusing their memory for other weights), or the card
  * keeps computing with the old ones.  Returns 0, BML_EINVAL,
- * BML_ESHAPE, BML_ESTATE (a product is already in flight), BML_EBUSY. */
+ * BML_ESHAPE, BML_ESTATE (a product is already in flight), BML_EBUSY,
+ * BML_ENOMEM (the worker's own bookkeeping; no product is in flight). */
 BML_EXTERN int bml_worker_begin(bml_worker *w, const char *name, const bml_block_q1_0 *wts,
                                 size_t rows, size_t n, const bml_block_q8_0 *act,
                                 size_t *card_rows);
