@@ -292,8 +292,10 @@ typedef struct bml_worker bml_worker;
  * and time.  Returns 0 and *out; 0 and *out = NULL when no card is used (no
  * usable card, verification failed, or a calibrated share below 0.02: each
  * logged once as "GPU not used: <why>"); BML_EINVAL, BML_EENV (a bad
- * environment value, named in the message), BML_ENOMEM.  The pool must
- * outlive the worker.  Close with bml_worker_close(). */
+ * environment value, named in the message), BML_ENOMEM, BML_EBUSY (another
+ * thread drove the pool during the calibration, which times it: open the
+ * worker before sharing the pool).  The pool must outlive the worker.
+ * Close with bml_worker_close(). */
 BML_EXTERN int bml_worker_open(bml_pool *pool, bml_worker **out);
 
 /* Checks the variables bml_worker_open reads of its own (BANKML_GPU_SHARE,

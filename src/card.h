@@ -166,6 +166,8 @@ int bml__card_matrix_upload(bml__card *c, const bml__rows_part *parts, size_t np
 /* Bytes of new slabs uploading rows x n would create (bml__slab_growth); past
  * the card's memory, some sum above it. */
 uint64_t bml__card_matrix_growth(const bml__card *c, size_t rows, size_t n, bool exact);
+/* The chunks a matrix of rows x n is cut into on c (each within its largest buffer). */
+size_t bml__card_matrix_chunks(const bml__card *c, size_t rows, size_t n);
 void bml__card_matrix_free(bml__card *c, bml__card_matrix *m); /* NULL-safe, leaves m zeroed */
 
 /* A device buffer with its host staging, grown as needed: the activations

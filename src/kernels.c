@@ -96,6 +96,11 @@ fail:
   return rc;
 }
 
+size_t bml__card_matrix_chunks(const bml__card *c, size_t rows, size_t n) {
+  const size_t per = chunk_rows(c, n);
+  return rows / per + (rows % per != 0);
+}
+
 uint64_t bml__card_matrix_growth(const bml__card *c, size_t rows, size_t n, bool exact) {
   const size_t per = chunk_rows(c, n);
   uint64_t grow = 0;

@@ -495,8 +495,7 @@ int bml__oracle_verify(const bml__device *d, size_t index, const bml_verify_opti
   bml__golden_q1 *g = NULL;
   int ng = 0;
   bool quick = (opt && opt->quick) || hooks.quick, native_ok = false;
-  int rc = hooks.open_nomem ? (snprintf(err, sizeof err, "out of memory"), BML_ENOMEM)
-                            : bml__card_open(&d->cl, &c, err, sizeof err);
+  int rc = bml__card_open(&d->cl, &c, err, sizeof err);
   if (rc != 0) {
     emit_error(&v, "open", "", err);
     goto done;

@@ -13,7 +13,7 @@ typedef struct {
   size_t max_chunk_rows;     /* split matrices into chunks of at most this many rows */
   size_t wg;                 /* work-group size of q1_0_mat_vec (0: 64) */
   cl_ulong local_mem;        /* pretend the card has this much local memory (0: what it says) */
-  bool open_nomem;           /* opening the card runs out of memory */
+  bool open_nomem;           /* the card's open (bml__card_open) runs out of memory */
 } bml__oracle_hooks;
 
 /* Sets (NULL: clears) the hooks for every later verification.  Not

@@ -334,17 +334,14 @@ static void plan_group(bml_worker *w, submission *s, group *g, bool resting) {
     memset(s->card_rows + g->first, 0, g->count * sizeof *s->card_rows);
     return count_cpu(&w->count.on_cpu_resting, g->count);
   }
-  entry *e = find_entry(w, s->p + g->first, g->count);
-  int rc = e ? ensure_uploaded(w, e, s->card_rows + g->first) : BML_ENOMEM;
   /* The kernels' records hold offsets of 32 bits: a group whose activation
    * (with every record, 64 bytes over) or results would end past them
-   * runs on the CPU. */
-  uint64_t in = 0;
-  if (rc == 0) {
-    in = s->in_bytes + bml__card_act_bytes(e->n) + e->m.nchunks * sizeof(bml__desc);
-    const uint64_t lim = w->hooks.offset_limit ? w->hooks.offset_limit : UINT32_MAX;
-    if (in + 64 > lim || s->out_rows + e->m.rows > lim) rc = BML_ENOMEM;
-  }
+   * runs on the CPU, and is not uploaded for it. */
+  const size_t n = s->p[g->first].n;
+  const uint64_t in = s->in_bytes + bml__card_act_bytes(n) + bml__card_matrix_chunks(w->card, total, n) * sizeof(bml__desc);
+  const uint64_t lim = w->hooks.offset_limit ? w->hooks.offset_limit : UINT32_MAX;
+  entry *e = in + 64 > lim || s->out_rows + total > lim ? NULL : find_entry(w, s->p + g->first, g->count);
+  int rc = e ? ensure_uploaded(w, e, s->card_rows + g->first) : BML_ENOMEM;
   if (rc != 0) {
     memset(s->card_rows + g->first, 0, g->count * sizeof *s->card_rows);
     if (rc == BML_ENOMEM) return count_cpu(&w->count.on_cpu_memory, g->count);
@@ -352,7 +349,7 @@ static void plan_group(bml_worker *w, submission *s, group *g, bool resting) {
     return count_cpu(&w->count.on_cpu_error, g->count);
   }
   g->e = e;
-  s->in_bytes = in, s->out_rows += e->m.rows;
+  s->in_bytes = in, s->out_rows += total; /* e->m: total rows, in the chunks counted */
 }
 
 /* Splits the products into groups (neighbours with one activation) and plans each. */

@@ -96,9 +96,15 @@ static locale_t comma_locale(void) {
   if (!mkdtemp(dir)) return (locale_t)0;
   snprintf(cmd, sizeof cmd, "localedef -i de_DE -f UTF-8 %s/de_DE.UTF-8 >/dev/null 2>&1", dir);
   int st = system(cmd);
-  if (st == -1 || !WIFEXITED(st) || WEXITSTATUS(st) > 1) return (locale_t)0; /* 1: warnings only */
-  setenv("LOCPATH", dir, 1);
-  return newlocale(LC_NUMERIC_MASK, "de_DE.UTF-8", (locale_t)0);
+  locale_t l = (locale_t)0;
+  if (st != -1 && WIFEXITED(st) && WEXITSTATUS(st) <= 1) { /* 1: warnings only */
+    setenv("LOCPATH", dir, 1);
+    l = newlocale(LC_NUMERIC_MASK, "de_DE.UTF-8", (locale_t)0); /* loaded: the files can go */
+    unsetenv("LOCPATH");
+  }
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  if (system(cmd) != 0) cr_log_warn("cannot remove %s", dir);
+  return l;
 }
 
 /* A program in a locale with a decimal comma still gives the variables '.' */

@@ -121,6 +121,7 @@ Test(q1_0, error_names_and_messages) {
   cr_expect_str_eq(bml_err_name(-11), "CL_BUILD_PROGRAM_FAILURE");
   cr_expect_str_eq(bml_err_name(-1), "CL_DEVICE_NOT_FOUND");
   cr_expect_str_eq(bml_err_name(-1001), "CL_PLATFORM_NOT_FOUND_KHR");
+  cr_expect_str_eq(bml_err_name(-1099), "CL_INVALID_VA_API_MEDIA_SURFACE_INTEL");
   cr_expect_str_eq(bml_err_name(-1121), "CL_CONTEXT_TERMINATED_KHR", "a lost device has a name");
   cr_expect_str_eq(bml_err_name(-1142), "CL_INVALID_SEMAPHORE_KHR");
   cr_expect_str_eq(bml_err_name(-1143), "unknown error");

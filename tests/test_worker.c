@@ -409,6 +409,7 @@ Test(worker, groups_past_the_kernels_offsets_run_on_the_cpu) {
   json_t *j = status(w);
   cr_expect_eq(field(j, "products_on_card"), 2, "two groups fit");
   cr_expect_eq(field(j, "products_on_cpu_memory"), 4);
+  cr_expect_eq(field(j, "matrices"), 2, "the groups that do not fit were uploaded all the same");
   json_decref(j);
   h.offset_limit = 0; /* the default: all of them fit */
   bml__worker_set_hooks(w, &h);
