@@ -18,9 +18,7 @@
 /* The calibration product. */
 #define CAL_ROWS 4096
 #define CAL_N 4096
-#define CAL_RUNS 3      /* the card's timed products at open (best of) */
-#define CAL_CPU_RUNS 15 /* the pool's: one is ~0.05 ms on 16 threads, and its best of 3 still
-                           came out 3-6x slow in 2 of 6 opens on the H200's host */
+#define CAL_RUNS 3
 #define MIN_SHARE 0.02
 
 /* One matrix of a group. */
@@ -851,7 +849,7 @@ int bml_worker_mat_vec_batch(bml_worker *w, const bml_product *products, size_t 
 
 /* ---- open: verify, calibrate -------------------------------------------------------- */
 
-/* Best of CAL_RUNS (card) and CAL_CPU_RUNS (pool) of one CAL_ROWS x CAL_N product, each after one untimed. */
+/* Best of CAL_RUNS of one CAL_ROWS x CAL_N product on the card and on the pool, each after one untimed. */
 static int calibrate(bml_worker *w, double *card_s, double *cpu_s) {
   const size_t rows = CAL_ROWS, n = CAL_N;
   bml_block_q1_0 *wts = malloc(rows * (n / BML_Q1_0_BLOCK) * sizeof *wts);
@@ -872,7 +870,7 @@ static int calibrate(bml_worker *w, double *card_s, double *cpu_s) {
    * opens (0.30-0.95 ms on PoCL here, 0.05-0.31 ms on the H200). The CPU
    * goes first, before the driver's threads have work. */
   *card_s = *cpu_s = 1e30;
-  for (int i = 0; rc == 0 && i <= CAL_CPU_RUNS; i++) {
+  for (int i = 0; rc == 0 && i <= CAL_RUNS; i++) {
     double t0 = bml__now();
     rc = bml_pool_q1_0_mat_vec(w->pool, wts, rows, n, act, out);
     double t1 = bml__now();
