@@ -286,8 +286,8 @@ typedef struct bml_worker bml_worker;
 
 /* Opens a worker on the first selected card (BANKML_GPU), after the fma
  * probe, the oracle (doc/ORACLE.md) and a calibration of the share: one
- * 4096x4096 product on the pool (best of 15) and on the card (best of
- * three), share = card rate / (card rate + CPU rate); BANKML_GPU_SHARE overrides (clamped to
+ * 4096x4096 product on the pool and on the card, best of three each,
+ * share = card rate / (card rate + CPU rate); BANKML_GPU_SHARE overrides (clamped to
  * 0..0.95).  BANKML_GPU_LIMIT (0.05..1, default 0.8) limits the card's memory
  * and time.  Returns 0 and *out; 0 and *out = NULL when no card is used (no
  * usable card, verification failed, or a calibrated share below 0.02: each
