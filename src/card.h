@@ -86,6 +86,11 @@ typedef struct bml__card {
 /* A row-block on the card: 16 bytes of bits and a float of d0. */
 #define BML_ROW_BLOCK_BYTES 20
 uint64_t bml__slab_growth(const bml__card *c, size_t rb, bool exact);
+/* The same for nchunks chunks allocated one after the other (rb row-blocks
+ * each, the last rb_last): what bml__slab_alloc will create for them, each
+ * chunk taking what the ones before it left (UINT64_MAX when the estimate
+ * cannot be made).  Past the card's memory, some sum above it. */
+uint64_t bml__slab_growth_chunks(const bml__card *c, size_t nchunks, size_t rb, size_t rb_last, bool exact);
 /* Allocates rb row-blocks: *slab and *off (in row-blocks).  Returns 0,
  * BML_ENOMEM or an OpenCL error. */
 int bml__slab_alloc(bml__card *c, size_t rb, bool exact, size_t *slab, size_t *off);

@@ -102,13 +102,10 @@ size_t bml__card_matrix_chunks(const bml__card *c, size_t rows, size_t n) {
 }
 
 uint64_t bml__card_matrix_growth(const bml__card *c, size_t rows, size_t n, bool exact) {
-  const size_t per = chunk_rows(c, n);
-  uint64_t grow = 0;
-  /* past the card's memory the sum only has to say "too much": a matrix of
-   * absurdly many rows stops here instead of counting its chunks */
-  for (size_t r0 = 0; r0 < rows && grow <= c->global_mem; r0 += per)
-    grow += bml__slab_growth(c, (rows - r0 < per ? rows - r0 : per) * padded_blocks(n), exact);
-  return grow;
+  const size_t per = chunk_rows(c, n), nchunks = bml__card_matrix_chunks(c, rows, n);
+  if (nchunks == 0) return 0;
+  const size_t last = rows - (nchunks - 1) * per;
+  return bml__slab_growth_chunks(c, nchunks, per * padded_blocks(n), last * padded_blocks(n), exact);
 }
 
 int bml__card_matrix_upload(bml__card *c, const bml__rows_part *parts, size_t nparts, size_t n, bool exact,

@@ -25,14 +25,17 @@ static size_t total_rb(const bml__card *c) {
   return t;
 }
 
-/* The capacity of a new slab for a chunk of rb row-blocks. */
-static size_t new_cap(const bml__card *c, size_t rb, bool exact) {
+/* The capacity of a new slab for a chunk of rb row-blocks, when the card's
+ * slabs hold total. */
+static size_t new_cap_from(const bml__card *c, size_t total, size_t rb, bool exact) {
   if (exact) return rb;
-  size_t grow = total_rb(c), max = slab_max_rb(c);
+  size_t grow = total, max = slab_max_rb(c);
   if (grow < BML_SLAB_MIN_BYTES / BML_ROW_BLOCK_BYTES) grow = BML_SLAB_MIN_BYTES / BML_ROW_BLOCK_BYTES;
   if (grow > max) grow = max;
   return grow > rb ? grow : rb;
 }
+
+static size_t new_cap(const bml__card *c, size_t rb, bool exact) { return new_cap_from(c, total_rb(c), rb, exact); }
 
 /* The first slab with a free range of rb row-blocks, and the range. */
 static bool find_free(const bml__card *c, size_t rb, size_t *slab, size_t *range) {
@@ -50,6 +53,56 @@ static bool find_free(const bml__card *c, size_t rb, size_t *slab, size_t *range
 uint64_t bml__slab_growth(const bml__card *c, size_t rb, bool exact) {
   size_t slab, range;
   return find_free(c, rb, &slab, &range) ? 0 : slab_bytes(new_cap(c, rb, exact));
+}
+
+/* A free range of the simulation below: its slab's slot and its length. */
+typedef struct {
+  size_t slot, len;
+} sim_range;
+
+uint64_t bml__slab_growth_chunks(const bml__card *c, size_t nchunks, size_t rb, size_t rb_last, bool exact) {
+  /* bml__slab_alloc's choices, chunk after chunk, on a copy of the free
+   * ranges' lengths in its search order (slot, then address): a chunk
+   * takes the first range it fits, else a new slab in the first empty
+   * slot (or a new one), which grows the total the next slab doubles. */
+  size_t n = 0, cap = 8, total = total_rb(c);
+  for (size_t i = 0; i < c->nslabs; i++) n += c->slabs[i].bits ? c->slabs[i].nfree : 0;
+  cap += n;
+  sim_range *r = malloc(cap * sizeof *r);
+  if (!r) return UINT64_MAX; /* "does not fit" */
+  n = 0;
+  for (size_t i = 0; i < c->nslabs; i++)
+    for (size_t k = 0; c->slabs[i].bits && k < c->slabs[i].nfree; k++) r[n++] = (sim_range){i, c->slabs[i].free[k].len};
+  size_t empty = 0, next_slot = c->nslabs; /* empty slots are taken in order, then new ones */
+  uint64_t grow = 0;
+  for (size_t ch = 0; ch < nchunks && grow <= c->global_mem; ch++) {
+    const size_t need = ch + 1 == nchunks ? rb_last : rb;
+    size_t k = 0;
+    while (k < n && r[k].len < need) k++;
+    if (k < n) {
+      r[k].len -= need;
+      continue;
+    }
+    const size_t slab_cap = new_cap_from(c, total, need, exact);
+    total += slab_cap, grow += slab_bytes(slab_cap);
+    while (empty < c->nslabs && c->slabs[empty].bits) empty++;
+    const size_t slot = empty < c->nslabs ? empty++ : next_slot++;
+    if (n == cap) {
+      sim_range *grown = realloc(r, 2 * cap * sizeof *r);
+      if (!grown) {
+        free(r);
+        return UINT64_MAX;
+      }
+      r = grown, cap *= 2;
+    }
+    size_t at = 0;
+    while (at < n && r[at].slot < slot) at++;
+    memmove(r + at + 1, r + at, (n - at) * sizeof *r);
+    r[at] = (sim_range){slot, slab_cap - need};
+    n++;
+  }
+  free(r);
+  return grow;
 }
 
 uint64_t bml__card_slab_bytes(const bml__card *c) { return slab_bytes(total_rb(c)); }

@@ -534,6 +534,55 @@ Test(oracle, slabs_reuse_freed_ranges_merge_them_and_release_empty_slabs) {
   bml_devices_free(l);
 }
 
+/* The growth a matrix of several chunks will cause is what allocating its
+ * chunks one after the other causes: each chunk takes what the ones before
+ * left.  Summing each chunk's growth against the same state (as before)
+ * let every chunk "fit" one free range (the limiter then allowed more than
+ * its limit) and charged each chunk a slab of the current total (too
+ * little when they double, too much when one slab holds them all).
+ * Random matrices, exact or not, with random frees between them. */
+Test(oracle, the_growth_of_a_chunked_matrix_is_what_its_allocation_makes) {
+  size_t i;
+  bml_devices *l;
+  bml__card *c = card_opened(&l, &i);
+  const size_t min_rb = BML_SLAB_MIN_BYTES / BML_ROW_BLOCK_BYTES;
+  enum { MAXHELD = 64 };
+  size_t held_slab[MAXHELD], held_off[MAXHELD], held_rb[MAXHELD], nheld = 0;
+  uint64_t seed = 0x51ab5eedu;
+  for (int step = 0; step < 200; step++) {
+    seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+    const uint64_t x = seed >> 20;
+    /* free a few, to leave holes */
+    while (nheld > 0 && (nheld >= MAXHELD - 8 || x % 3 == 0)) {
+      const size_t k = (size_t)((x >> 8) % nheld);
+      bml__slab_free(c, held_slab[k], held_off[k], held_rb[k]);
+      held_slab[k] = held_slab[nheld - 1], held_off[k] = held_off[nheld - 1], held_rb[k] = held_rb[--nheld];
+      if (x % 7 != 0) break;
+    }
+    if (bml__card_slab_bytes(c) > (uint64_t)6 * BML_SLAB_MIN_BYTES) { /* keep PoCL's memory modest */
+      while (nheld > 0) bml__slab_free(c, held_slab[nheld - 1], held_off[nheld - 1], held_rb[nheld - 1]), nheld--;
+    }
+    const size_t nchunks = 1 + (size_t)((x >> 4) % 4);
+    const size_t rb = 1 + (size_t)((x >> 12) % (min_rb / 2)), last = 1 + (size_t)((x >> 32) % rb);
+    const bool exact = (x >> 40) % 2;
+    const uint64_t before = bml__card_slab_bytes(c);
+    const uint64_t predicted = bml__slab_growth_chunks(c, nchunks, rb, last, exact);
+    for (size_t k = 0; k < nchunks && nheld < MAXHELD; k++) {
+      const size_t need = k + 1 == nchunks ? last : rb;
+      cr_assert_eq(bml__slab_alloc(c, need, exact, &held_slab[nheld], &held_off[nheld]), 0);
+      held_rb[nheld++] = need;
+    }
+    const uint64_t grown = bml__card_slab_bytes(c) - before;
+    cr_assert_eq(predicted, grown, "step %d: %zu chunks of %zu (last %zu), %s: predicted %llu bytes, grew %llu",
+                 step, nchunks, rb, last, exact ? "exact" : "doubling", (unsigned long long)predicted,
+                 (unsigned long long)grown);
+  }
+  while (nheld > 0) bml__slab_free(c, held_slab[nheld - 1], held_off[nheld - 1], held_rb[nheld - 1]), nheld--;
+  cr_expect_eq(bml__card_slab_bytes(c), 0);
+  bml__card_close(c);
+  bml_devices_free(l);
+}
+
 /* NVIDIA's driver builds the kernels with PTX's prmt inline; any other
  * compiler that refuses it gets the plain C formulation (the same bits,
  * which the oracle checks), not a failed build. */
