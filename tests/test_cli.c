@@ -574,6 +574,24 @@ Test(cli, bench_clblast_without_a_device_says_so_and_exits_3) {
   run_free(&r);
 }
 
+/* Every shape too large for the device: nothing is measured, and exit 0
+ * ("every result was bit-exact") would say otherwise. */
+Test(cli, bench_clblast_with_every_shape_skipped_exits_3) {
+  use_pocl();
+  struct run r = RUN("bench", "--clblast", "--shape", "1048576x131072", "--runs", "1", "--warmup", "0");
+  const char *why = strstr(r.err, "built without CLBlast")      ? "built without CLBlast"
+                    : strstr(r.err, "no usable OpenCL device") ? "no PoCL device here"
+                                                                : NULL;
+  if (why) {
+    run_free(&r);
+    cr_skip_test("%s", why);
+  }
+  cr_expect_eq(r.status, 3, "exit status %d, stderr: %s", r.status, r.err);
+  cr_expect(strstr(r.err, "skipped for clblast-f32") && strstr(r.err, "nothing measured"), "%s", r.err);
+  cr_expect_str_empty(r.out);
+  run_free(&r);
+}
+
 Test(cli, help_bench_lists_clblast) {
   struct run r = RUN("bench", "--help");
   cr_expect_eq(r.status, 0);

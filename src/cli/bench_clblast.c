@@ -572,8 +572,13 @@ static int run_on(const bml_device *dev, const struct bench_config *cfg, struct 
   }
   snprintf(rep->device, sizeof rep->device, "%s (%s)", dev->name, dev->platform);
   if (!s.fp16) note("%s has no cl_khr_fp16: F16 (CLBlastHgemv) not measured", dev->name);
+  const size_t rows_before = rep->nrows;
   for (size_t i = 0; rc == 0 && i < cfg->nshapes; i++) rc = bench_shape(&s, &cfg->shapes[i], rep);
   session_close(&s);
+  if (rc == 0 && rep->nrows == rows_before) { /* every shape skipped: exit 0 would say all was measured */
+    note("nothing measured: no shape fits %s for CLBlast", dev->name);
+    rc = BML_ENOTSUP;
+  }
   return rc;
 }
 
