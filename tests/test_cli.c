@@ -525,6 +525,7 @@ static int check_clblast_row(json_t *row) {
   cr_expect_str_eq(string_of(row, "check"), "tolerance");
   cr_expect(json_is_false(json_object_get(row, "exact")), "a baseline claims bit-exactness");
   cr_expect(json_is_true(json_object_get(row, "agrees")), "%s disagrees with the CPU", mode);
+  cr_expect(json_is_true(json_object_get(row, "probe_exact")), "%s: the exact probe differs", mode);
   double ratio = real_of(row, "error_to_bound");
   cr_expect(ratio >= 0 && ratio <= 1, "error_to_bound %g", ratio);
   return f32;

@@ -62,8 +62,11 @@ struct bench_row {
   enum bench_check check;
   bool exact;            /* BENCH_CHECK_EXACT: every timed result equal, bit for bit, to
                             bml_q1_0_mat_vec's; false for the baselines */
-  bool agrees;           /* BENCH_CHECK_TOLERANCE: every timed result within its bound */
+  bool agrees;           /* BENCH_CHECK_TOLERANCE: every timed result within its bound, and
+                            the exact probe bit-exact */
   double error_to_bound; /* BENCH_CHECK_TOLERANCE: the largest error / its bound */
+  bool probe_exact;      /* BENCH_CHECK_TOLERANCE: the product on data that every order of
+                            summation computes exactly gave the exact result on every row */
 };
 
 /* Everything a run produced, rendered in one place (bench_render.c). */

@@ -130,6 +130,11 @@ struct precision {
   double (*bound)(size_t n, double abs_sum, double sq_sum);
   int (*gemv)(const struct gemv *g, cl_event *ev);
   const void *sentinel; /* written over y before each run: finite, so 0*y is 0 */
+  /* The exact probe (below): the activation's scale and largest |quant|,
+   * and the blocks of a row that are not zero. */
+  uint16_t probe_scale;
+  int probe_qmax;
+  size_t probe_blocks;
 };
 
 static void weights_f32(const bml_block_q1_0 *b, void *out) {
@@ -194,11 +199,16 @@ static int hgemv(const struct gemv *g, cl_event *ev) {
 static const float sentinel_f32 = 1e30f;
 static const uint16_t sentinel_f16 = 0x7bff; /* 65504 */
 
+/* The probes: F32 with weights +-1 and activations q 2^-7 (|q| <= 128) over
+ * at most 1023 blocks: every partial sum, in any order, is a multiple of
+ * 2^-7 below 2^17, so float holds it exactly.  F16 with activations -1, 0
+ * or 1 over 16 blocks: every partial sum is an integer of at most 2048,
+ * which half holds exactly. */
 static const struct precision precisions[] = {
     {"clblast-f32", "CLBlastSgemv", sizeof(float), false, weights_f32, activation_f32, element_f32,
-     bound_f32, sgemv, &sentinel_f32},
+     bound_f32, sgemv, &sentinel_f32, 0x2000 /* 2^-7 */, 128, 1023},
     {"clblast-f16", "CLBlastHgemv", sizeof(uint16_t), true, weights_f16, activation_f16,
-     element_f16, bound_f16, hgemv, &sentinel_f16},
+     element_f16, bound_f16, hgemv, &sentinel_f16, HALF_ONE, 1, 16},
 };
 
 /* ---- the device ------------------------------------------------------------ */
@@ -511,6 +521,75 @@ static int add_row(const struct bench_config *cfg, const struct bench_row *row,
   return bench_report_add(rep, row);
 }
 
+/* Whether block b of row r is in the probe: p->probe_blocks blocks from
+ * block r * p->probe_blocks (mod nb), wrapping, so that every column is
+ * probed by some rows however wide the matrix. */
+static bool probed(const struct precision *p, size_t nb, size_t r, size_t b) {
+  if (nb <= p->probe_blocks) return true;
+  size_t start = (size_t)(((uint64_t)r * p->probe_blocks) % nb);
+  return (b + nb - start) % nb < p->probe_blocks;
+}
+
+/* The exact probe: one product of the shape on data that any order of
+ * summation (with or without fused multiply-adds) computes exactly, so a
+ * correct GEMV gives the exact result on every row, bit for bit.  The
+ * bound above is loose at large n (a GEMV that dropped a column or
+ * flipped one weight's sign could stay within it); this is not.  The
+ * weights keep the shape's signs with scales 1 on p->probe_blocks blocks
+ * of a row (probed(): a window that moves from row to row) and 0 on the
+ * others; the activation keeps its
+ * quants' signs and sizes, clamped to p->probe_qmax, with scale
+ * p->probe_scale.  Sets row->probe_exact; the matrix in g is replaced. */
+static int exact_probe(const struct gemv *g, const struct operands *o, const struct precision *p,
+                       struct bench_row *row) {
+  const size_t nb = o->n / BML_Q1_0_BLOCK, na = o->n / BML_Q8_0_BLOCK;
+  struct operands probe = {o->rows, o->n, malloc(o->rows * nb * sizeof *o->w), malloc(na * sizeof *o->a)};
+  void *x = malloc(o->n * p->size), *y = malloc(o->rows * p->size);
+  double *xv = malloc(o->n * sizeof *xv);
+  int rc = probe.w && probe.a && x && y && xv ? 0 : BML_ENOMEM;
+  for (size_t i = 0; rc == 0 && i < o->rows * nb; i++) {
+    probe.w[i] = o->w[i];
+    probe.w[i].d = probed(p, nb, i / nb, i % nb) ? HALF_ONE : 0;
+  }
+  for (size_t i = 0; rc == 0 && i < na; i++) {
+    probe.a[i].d = p->probe_scale;
+    for (int j = 0; j < BML_Q8_0_BLOCK; j++) {
+      int q = o->a[i].qs[j];
+      probe.a[i].qs[j] = (int8_t)(q > p->probe_qmax ? p->probe_qmax : q < -p->probe_qmax ? -p->probe_qmax : q);
+    }
+  }
+  for (size_t j = 0; rc == 0 && j < o->n; j++) {
+    const bml_block_q8_0 *blk = &probe.a[j / BML_Q8_0_BLOCK];
+    xv[j] = p->activation(half_to_float(blk->d) * blk->qs[j % BML_Q8_0_BLOCK], x, j);
+  }
+  if (rc == 0) rc = upload(g, &probe, p, x);
+  double ignored;
+  if (rc == 0) rc = run_once(g, p, &ignored);
+  if (rc == 0) TRY(rc, clEnqueueReadBuffer, (g->queue, g->y, CL_TRUE, 0, g->rows * p->size, y, 0, NULL, NULL));
+  row->probe_exact = rc == 0;
+  for (size_t r = 0; rc == 0 && r < o->rows && row->probe_exact; r++) {
+    double want = 0; /* exact in double too */
+    for (size_t b = 0; b < nb; b++) {
+      const bml_block_q1_0 *blk = &probe.w[r * nb + b];
+      if (!probed(p, nb, r, b)) continue;
+      for (int j = 0; j < BML_Q1_0_BLOCK; j++) {
+        double t = xv[b * BML_Q1_0_BLOCK + (size_t)j];
+        want += blk->qs[j / 8] >> (j % 8) & 1 ? t : -t;
+      }
+    }
+    double got = p->element(y, r);
+    if (!(got == want)) {
+      row->probe_exact = false;
+      note("%zux%zu, %s: the exact probe's row %zu is %.9g, exactly %.9g: the GEMV is wrong", o->rows, o->n,
+           p->mode, r, got, want);
+    }
+  }
+fail:
+  operands_free(&probe);
+  free(x), free(y), free(xv);
+  return rc;
+}
+
 /* One shape in one precision: reference, buffers, upload, timing, a row. */
 static int bench_precision(const struct session *s, const struct operands *o,
                            const struct precision *p, struct bench_report *rep) {
@@ -531,6 +610,8 @@ static int bench_precision(const struct session *s, const struct operands *o,
   if (rc == 0) rc = gemv_create(&g, s, p->size);
   if (rc == 0) rc = upload(&g, o, p, x);
   if (rc == 0) rc = measure(s, &g, p, &ref, &row);
+  if (rc == 0) rc = exact_probe(&g, o, p, &row);
+  row.agrees = row.agrees && row.probe_exact;
   if (rc == 0) rc = add_row(s->cfg, &row, rep);
   if (rc == BML_ENOMEM) note("%zux%zu, %s: %s", o->rows, o->n, p->mode, bml_strerror(rc));
   gemv_release(&g);

@@ -178,7 +178,8 @@ static json_t *json_add_tolerance(json_t *row, const struct bench_row *r) {
   /* An error beyond any bound (NaN, infinity) has no JSON number: null. */
   json_t *ratio = isfinite(r->error_to_bound) ? json_real(r->error_to_bound) : json_null();
   if (json_object_set_new(row, "agrees", json_boolean(r->agrees)) != 0 ||
-      json_object_set_new(row, "error_to_bound", ratio) != 0) {
+      json_object_set_new(row, "error_to_bound", ratio) != 0 ||
+      json_object_set_new(row, "probe_exact", json_boolean(r->probe_exact)) != 0) {
     json_decref(row);
     return NULL;
   }
