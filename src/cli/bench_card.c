@@ -128,18 +128,17 @@ static int shapes_tuning(bml_worker *w) {
 #define CALIBRATION_PRODUCTS 256
 #define CALIBRATION_MS 2000.0
 
-static int calibrate(bml_worker *w, struct card_product *c) {
+int bench_calibrate_shape(bml_worker *w, const bml_product *p) {
   double t0 = bench_now_ms();
   int rc, i = 0, tuning = 0;
-  do { /* the worker meets the shape at its first product */
-    const bml_product *p = &c->p[0];
+  do /* the worker meets the shape at its first product */
     rc = bml_worker_mat_vec(w, p->name, p->wts, p->rows, p->n, p->act, p->out);
-  } while (rc == 0 && (tuning = shapes_tuning(w)) > 0 && ++i < CALIBRATION_PRODUCTS &&
-           bench_now_ms() - t0 < CALIBRATION_MS);
-  if (rc != 0) fprintf(stderr, "bankml-cl bench: %zux%zu: %s\n", c->rows, c->n, bml_strerror(rc));
+  while (rc == 0 && (tuning = shapes_tuning(w)) > 0 && ++i < CALIBRATION_PRODUCTS &&
+         bench_now_ms() - t0 < CALIBRATION_MS);
+  if (rc != 0) fprintf(stderr, "bankml-cl bench: %zux%zu: %s\n", p->rows, p->n, bml_strerror(rc));
   if (rc == 0 && tuning > 0)
     fprintf(stderr, "bankml-cl bench: split %zux%zu: the worker is still calibrating this shape after %d products "
-            "(%.0f ms); its figures include the calibration\n", c->rows, c->n, i, bench_now_ms() - t0);
+            "(%.0f ms); its figures include the calibration\n", p->rows, p->n, i, bench_now_ms() - t0);
   return rc;
 }
 
@@ -149,7 +148,7 @@ static int measure(const struct bench_config *cfg, bml_worker *w, struct card_pr
   if (!ms) return BML_ENOMEM;
   int rc = 0;
   bool exact = true;
-  if (threads != 0 && count == 1) rc = calibrate(w, c); /* the split rows: the pipelined ones follow */
+  if (threads != 0 && count == 1) rc = bench_calibrate_shape(w, &c->p[0]); /* the split rows: the pipelined ones follow */
   for (long i = 0; rc == 0 && i < cfg->warmup + 1; i++) rc = timed(w, c, count, &ignored); /* +1: the upload */
   for (long i = 0; rc == 0 && i < cfg->runs; i++) {
     rc = timed(w, c, count, &ms[i]);
