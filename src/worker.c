@@ -164,7 +164,19 @@ static int reserve(void **p, size_t *cap, size_t need, size_t size) {
 /* ---- matrices and shapes -------------------------------------------------------- */
 
 /* The limiter counts what the card's slabs hold. */
-static void sync_allocated(bml_worker *w) { w->limiter.allocated = bml__card_slab_bytes(w->card); }
+/* What the limiter counts as held: the slabs and a submission's staging on
+ * the card (activations in, results out). */
+static void sync_allocated(bml_worker *w) {
+  w->limiter.allocated = (w->card ? bml__card_slab_bytes(w->card) : 0) + w->acts.size + w->outs.size;
+}
+
+/* The bytes the staging would grow by for a submission of in_bytes of
+ * activations and records and out_rows results (bml__card_buf_reserve
+ * rounds to 4 KiB and replaces a buffer that is too small). */
+static uint64_t staging_growth(const bml_worker *w, uint64_t in_bytes, uint64_t out_rows) {
+  const uint64_t a = (in_bytes + 4095) / 4096 * 4096, o = (out_rows * sizeof(float) + 4095) / 4096 * 4096;
+  return (a > w->acts.size ? a - w->acts.size : 0) + (o > w->outs.size ? o - w->outs.size : 0);
+}
 
 static void drop_matrix(bml_worker *w, entry *e) {
   if (!e->m.nchunks) return;
@@ -254,6 +266,7 @@ static void retire(bml_worker *w, int err) {
   for (size_t i = 0; i < w->nentries; i++) drop_matrix(w, w->entries[i]);
   bml__card_buf_free(&w->acts);
   bml__card_buf_free(&w->outs);
+  sync_allocated(w);
 }
 
 /* An OpenCL error: the submission's card rows go to the CPU. */
@@ -264,12 +277,15 @@ static void card_error(bml_worker *w, int err) {
 
 /* ---- planning a submission ---------------------------------------------------------- */
 
-/* Makes e hold want[i] card rows of each member.  Returns 0, or BML_ENOMEM
- * when the limit or an allocation says no (the entry then runs on the
- * CPU), or an OpenCL error. */
-static int ensure_uploaded(bml_worker *w, entry *e, const size_t *want) {
+/* Makes e hold want[i] card rows of each member, where the limit leaves
+ * room for them and `stage` more bytes of staging.  Returns 0, or
+ * BML_ENOMEM when the limit or an allocation says no (the entry then runs
+ * on the CPU), or an OpenCL error. */
+static int ensure_uploaded(bml_worker *w, entry *e, const size_t *want, uint64_t stage) {
   if (e->cpu_only) return BML_ENOMEM;
-  if (e->m.nchunks && memcmp(e->held, want, e->nmembers * sizeof *want) == 0) return 0;
+  uint64_t avail = w->limiter.integrated ? bml__mem_available() : 0;
+  if (e->m.nchunks && memcmp(e->held, want, e->nmembers * sizeof *want) == 0)
+    return bml__limiter_fits(&w->limiter, stage, avail) ? 0 : BML_ENOMEM;
   drop_matrix(w, e);
   bml__rows_part parts[16];
   size_t rows = 0, np = 0;
@@ -277,9 +293,8 @@ static int ensure_uploaded(bml_worker *w, entry *e, const size_t *want) {
     if (want[i]) parts[np++] = (bml__rows_part){e->members[i].ptr, want[i]}, rows += want[i];
   /* a slab that doubles the card's matrix memory where the limit allows,
    * else one of just what this matrix needs */
-  uint64_t avail = w->limiter.integrated ? bml__mem_available() : 0;
-  bool exact = !bml__limiter_fits(&w->limiter, bml__card_matrix_growth(w->card, rows, e->n, false), avail);
-  if (exact && !bml__limiter_fits(&w->limiter, bml__card_matrix_growth(w->card, rows, e->n, true), avail))
+  bool exact = !bml__limiter_fits(&w->limiter, bml__card_matrix_growth(w->card, rows, e->n, false) + stage, avail);
+  if (exact && !bml__limiter_fits(&w->limiter, bml__card_matrix_growth(w->card, rows, e->n, true) + stage, avail))
     return BML_ENOMEM;
   int rc = w->hooks.fail_uploads > 0    ? (w->hooks.fail_uploads--, CL_MEM_OBJECT_ALLOCATION_FAILURE)
            : w->hooks.break_uploads > 0 ? (w->hooks.break_uploads--, CL_INVALID_OPERATION)
@@ -339,7 +354,8 @@ static void plan_group(bml_worker *w, submission *s, group *g, bool resting) {
   const uint64_t in = s->in_bytes + bml__card_act_bytes(n) + bml__card_matrix_chunks(w->card, total, n) * sizeof(bml__desc);
   const uint64_t lim = w->hooks.offset_limit ? w->hooks.offset_limit : UINT32_MAX;
   entry *e = in + 64 > lim || s->out_rows + total > lim ? NULL : find_entry(w, s->p + g->first, g->count);
-  int rc = e ? ensure_uploaded(w, e, s->card_rows + g->first) : BML_ENOMEM;
+  int rc = e ? ensure_uploaded(w, e, s->card_rows + g->first, staging_growth(w, in + 64, s->out_rows + total))
+             : BML_ENOMEM;
   if (rc != 0) {
     memset(s->card_rows + g->first, 0, g->count * sizeof *s->card_rows);
     if (rc == BML_ENOMEM) return count_cpu(&w->count.on_cpu_memory, g->count);
@@ -583,6 +599,7 @@ static int enqueue_groups(bml_worker *w, submission *s) {
   }
   int rc = bml__card_buf_reserve(w->card, &w->acts, in_bytes);
   if (rc == 0) rc = bml__card_buf_reserve(w->card, &w->outs, out_rows * sizeof(float));
+  sync_allocated(w);
   double t_plan = bml__now();
   size_t launches = 0;
   if (rc == 0 && batched) {
@@ -995,6 +1012,7 @@ int bml_worker_open(bml_pool *pool, bml_worker **out) {
                  bml_err_name(made));
     bml__limiter_init(&w->limiter, limit, w->card->global_mem, w->card->host_unified);
     rc = decide_share(w);
+    sync_allocated(w); /* the calibration's staging */
   }
   if (rc != 0 || !w->card) {
     bml_worker_close(w);
@@ -1064,7 +1082,7 @@ static json_t *status_json(const bml_worker *w) {
       "{s:s, s:I, s:f, s:f, s:b, s:I, s:I, s:I, s:b, s:b, s:b, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:s, "
       "s:b, s:I, s:{s:I, s:f, s:f, s:f, s:f}}",
       "card", w->card->name, "device", (json_int_t)w->device, "limit", w->limiter.limit, "share", w->share,
-      "share_fixed", w->share_fixed, "allocated_bytes", (json_int_t)(w->limiter.allocated + w->acts.size + w->outs.size),
+      "share_fixed", w->share_fixed, "allocated_bytes", (json_int_t)w->limiter.allocated,
       "matrix_bytes", (json_int_t)matrix_bytes(w),
       "heap_bytes", (json_int_t)heap_bytes(w), "integrated", w->limiter.integrated, "busy", w->cur.active,
       "retired", w->retired, "products_on_card", (json_int_t)w->count.on_card, "products_on_cpu_resting",
@@ -1116,6 +1134,7 @@ static void release_all(bml_worker *w) {
    * staging, which is only freed when no product is in flight */
   bml__card_buf_free(&w->acts);
   if (!w->cur.active) bml__card_buf_free(&w->outs);
+  sync_allocated(w);
 }
 
 void bml_worker_release(bml_worker *w) {

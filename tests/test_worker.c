@@ -279,6 +279,32 @@ Test(worker, a_limit_too_small_for_a_matrix_sends_it_to_the_cpu) {
   bml_worker_close(w);
 }
 
+/* The limit counts the staging on the card too (the activations copied in,
+ * the results out), as the status's allocated_bytes always did: a product
+ * whose activation alone passes the limit runs on the CPU.  Before, only
+ * the slabs were counted and this one ran on the card (102400 bytes held
+ * under a limit of 52428). */
+Test(worker, the_staging_counts_against_the_limit) {
+  bml_worker *w = open_worker("0.9");
+  cr_assert_eq(bml_worker_set_limit(w, 0.05), 0);
+  bml__worker_set_card_mem(w, 1 << 20); /* 52428 bytes within the limit */
+  matrix wide = make(2, 65536, 91, false), small = make(16, 1024, 92, true);
+  expect_exact(w, &wide, "wide"); /* 20 KiB of matrix, 72 KiB of activation */
+  json_t *j = status(w);
+  cr_expect_eq(field(j, "products_on_cpu_memory"), 1);
+  cr_expect_eq(field(j, "products_on_card"), 0);
+  cr_expect(field(j, "allocated_bytes") <= 52428, "allocated_bytes %lld", field(j, "allocated_bytes"));
+  json_decref(j);
+  expect_exact(w, &small, "small"); /* its matrix and staging fit */
+  j = status(w);
+  cr_expect_eq(field(j, "products_on_card"), 1);
+  cr_expect(field(j, "allocated_bytes") > 0 && field(j, "allocated_bytes") <= 52428, "allocated_bytes %lld",
+            field(j, "allocated_bytes"));
+  json_decref(j);
+  unmake(&wide), unmake(&small);
+  bml_worker_close(w);
+}
+
 Test(worker, a_resting_card_sends_products_to_the_cpu) {
   bml_worker *w = open_worker("0.5");
   cr_assert_eq(bml_worker_set_limit(w, 0.05), 0); /* rest 19 times each dispatch */
