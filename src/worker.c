@@ -283,9 +283,12 @@ static void card_error(bml_worker *w, int err) {
  * on the CPU), or an OpenCL error. */
 static int ensure_uploaded(bml_worker *w, entry *e, const size_t *want, uint64_t stage) {
   if (e->cpu_only) return BML_ENOMEM;
+  /* MemAvailable is read only where something would grow: a product whose
+   * matrix and staging are held (a token's usual case) reads no file */
+  const bool held = e->m.nchunks && memcmp(e->held, want, e->nmembers * sizeof *want) == 0;
+  if (held && stage == 0) return 0;
   uint64_t avail = w->limiter.integrated ? bml__mem_available() : 0;
-  if (e->m.nchunks && memcmp(e->held, want, e->nmembers * sizeof *want) == 0)
-    return bml__limiter_fits(&w->limiter, stage, avail) ? 0 : BML_ENOMEM;
+  if (held) return bml__limiter_fits(&w->limiter, stage, avail) ? 0 : BML_ENOMEM;
   drop_matrix(w, e);
   bml__rows_part parts[16];
   size_t rows = 0, np = 0;
