@@ -159,8 +159,10 @@ int bench_render_text(const struct bench_report *rep, FILE *f) {
     if (with_mode) fprintf(f, "%-*s ", mode_w, r->mode);
     fprintf(f, "%-*s %7s  %-7s %11.4f %11.4f %9.2f", shape_w, shape, threads, r->cache, r->median_ms, r->min_ms,
             r->gbps);
-    if (with_card && r->card_bytes)
-      fprintf(f, " %9.1f %6.1f%%", card_gbps(r), rep->card_read_gbps > 0 ? 100 * card_gbps(r) / rep->card_read_gbps : 0);
+    if (with_card && r->card_bytes && rep->card_read_gbps > 0)
+      fprintf(f, " %9.1f %6.1f%%", card_gbps(r), 100 * card_gbps(r) / rep->card_read_gbps);
+    else if (with_card && r->card_bytes) /* the bandwidth kernel could not run: no percentage */
+      fprintf(f, " %9.1f %7s", card_gbps(r), "-");
     else if (with_card)
       fprintf(f, " %9s %7s", "-", "-");
     if (with_products) fprintf(f, " %11.0f", products_per_s(r));
