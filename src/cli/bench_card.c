@@ -41,13 +41,20 @@ int bench_worker_open(const struct bench_config *cfg, bool card_alone, bml_pool 
 void bench_note_device(struct bench_report *rep, bml_worker *w) {
   char *status = NULL;
   if (rep->device[0] || bml_worker_status_json(w, &status) != 0) return;
-  /* "card":"NAME" is the status's first field */
-  const char *name = strstr(status, "\"card\":\"");
+  /* the status's "card", parsed (a name may hold an escaped quote) and
+   * cut at a whole UTF-8 character (the report's JSON must stay valid) */
+  json_t *j = json_loads(status, 0, NULL);
+  const char *name = json_string_value(json_object_get(j, "card"));
   if (name) {
-    name += 8;
-    size_t len = strcspn(name, "\"");
-    snprintf(rep->device, sizeof rep->device, "%.*s", (int)len, name);
+    size_t len = strlen(name);
+    if (len >= sizeof rep->device) {
+      len = sizeof rep->device - 1;
+      while (len > 0 && ((unsigned char)name[len] & 0xC0) == 0x80) len--; /* name[len] starts a character */
+    }
+    memcpy(rep->device, name, len);
+    rep->device[len] = '\0';
   }
+  json_decref(j);
   free(status);
   if (rep->card_read_gbps == 0) rep->card_read_gbps = bench_card_read_gbps();
 }
