@@ -152,7 +152,10 @@ int bench_calibrate_shape(bml_worker *w, const bml_product *p) {
 static int measure(const struct bench_config *cfg, bml_worker *w, struct card_product *c, const char *mode,
                    int count, int threads, struct bench_report *rep) {
   double *ms = calloc((size_t)cfg->runs, sizeof *ms), ignored;
-  if (!ms) return BML_ENOMEM;
+  if (!ms) {
+    fprintf(stderr, "bankml-cl bench: %s %zux%zu: %s\n", mode, c->rows, c->n, bml_strerror(BML_ENOMEM));
+    return BML_ENOMEM;
+  }
   int rc = 0;
   bool exact = true;
   if (threads != 0 && count == 1) rc = bench_calibrate_shape(w, &c->p[0]); /* the split rows: the pipelined ones follow */

@@ -159,7 +159,10 @@ static void worker_seconds(bml_worker *w, double sec[4]) {
 static int measure(const struct bench_config *cfg, struct token *t, bml_pool *pool, bml_worker *w,
                    token_fn fn, bool round_trips, const char *mode, struct bench_report *rep) {
   double *ms = calloc((size_t)cfg->runs, sizeof *ms);
-  if (!ms) return BML_ENOMEM;
+  if (!ms) {
+    fprintf(stderr, "bankml-cl bench --model %s (%s): %s\n", t->m->name, mode, bml_strerror(BML_ENOMEM));
+    return BML_ENOMEM;
+  }
   int rc = 0;
   bool exact = true;
   for (long i = 0; rc == 0 && i < cfg->warmup + 1; i++) rc = fn(t, pool, w, round_trips); /* +1: uploads */
