@@ -373,7 +373,9 @@ BML_EXTERN int bml_worker_status_json(bml_worker *w, char **json);
 BML_EXTERN int bml_worker_set_share(bml_worker *w, double share);
 
 /* Sets the limit L (0.05..1) of the card's memory and time, as
- * BANKML_GPU_LIMIT does.  Returns 0, BML_EINVAL, BML_ERANGE, BML_EBUSY. */
+ * BANKML_GPU_LIMIT does, for what is allocated from now on: matrices the
+ * card already holds stay (bml_worker_release frees them).  Returns 0,
+ * BML_EINVAL, BML_ERANGE, BML_EBUSY. */
 BML_EXTERN int bml_worker_set_limit(bml_worker *w, double limit);
 
 /* Frees every card buffer now and forgets the matrices (an engine unloading
