@@ -115,7 +115,7 @@ static inline int bench_threads_largest(const struct bench_config *cfg) {
 int bench_worker_open(const struct bench_config *cfg, bool card_alone, bml_pool **pool, bml_worker **w,
                       struct bench_report *rep);
 /* Single products of p until the worker has decided p's shape (card or
- * CPU), at most 256 or 2 s (then a note says the figures include the
+ * CPU), at most 2 s (then a note says the figures include the
  * calibration), as an engine's single products calibrate it: the split
  * rows are timed after it.  0 or an error, said on stderr. */
 int bench_calibrate_shape(bml_worker *w, const bml_product *p);

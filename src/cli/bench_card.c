@@ -132,16 +132,18 @@ static int shapes_tuning(bml_worker *w) {
  * CPU-alone trials, which the limiter's rests delay; a batch, of one
  * included, follows the decision and is not a trial): single products
  * until it has, within bounds. */
-#define CALIBRATION_PRODUCTS 256
-#define CALIBRATION_MS 2000.0
+#define CALIBRATION_MS 2000.0 /* by time: the products the card's rests send to the CPU take none */
 
 int bench_calibrate_shape(bml_worker *w, const bml_product *p) {
   double t0 = bench_now_ms();
+  /* the shapes still calibrating before this one (the worker has not met
+   * it yet): only this one's decision is waited for */
+  const int others = shapes_tuning(w);
   int rc, i = 0, tuning = 0;
   do /* the worker meets the shape at its first product */
     rc = bml_worker_mat_vec(w, p->name, p->wts, p->rows, p->n, p->act, p->out);
-  while (rc == 0 && (tuning = shapes_tuning(w)) > 0 && ++i < CALIBRATION_PRODUCTS &&
-         bench_now_ms() - t0 < CALIBRATION_MS);
+  while (rc == 0 && (tuning = shapes_tuning(w)) > others && (++i, bench_now_ms() - t0 < CALIBRATION_MS));
+  tuning -= others;
   if (rc != 0) fprintf(stderr, "bankml-cl bench: %zux%zu: %s\n", p->rows, p->n, bml_strerror(rc));
   if (rc == 0 && tuning > 0)
     fprintf(stderr, "bankml-cl bench: split %zux%zu: the worker is still calibrating this shape after %d products "
