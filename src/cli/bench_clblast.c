@@ -524,10 +524,17 @@ static int add_row(const struct bench_config *cfg, const struct bench_row *row,
 /* Whether block b of row r is in the probe: p->probe_blocks blocks from
  * block r * p->probe_blocks (mod nb), wrapping, so that every column is
  * probed by some rows however wide the matrix. */
-static bool probed(const struct precision *p, size_t nb, size_t r, size_t b) {
+static bool probed(const struct precision *p, size_t nb, size_t rows, size_t round, size_t r, size_t b) {
   if (nb <= p->probe_blocks) return true;
-  size_t start = (size_t)(((uint64_t)r * p->probe_blocks) % nb);
+  size_t start = (size_t)((((uint64_t)round * rows + r) * p->probe_blocks) % nb);
   return (b + nb - start) % nb < p->probe_blocks;
+}
+
+/* The probe products a shape needs so that every block is in some row's
+ * window: one, unless the rows are too few for the width. */
+static size_t probe_rounds(const struct precision *p, size_t rows, size_t nb) {
+  const uint64_t per_round = (uint64_t)rows * p->probe_blocks;
+  return nb <= p->probe_blocks ? 1 : (size_t)((nb + per_round - 1) / per_round);
 }
 
 /* The exact probe: one product of the shape on data that any order of
@@ -536,12 +543,13 @@ static bool probed(const struct precision *p, size_t nb, size_t r, size_t b) {
  * bound above is loose at large n (a GEMV that dropped a column or
  * flipped one weight's sign could stay within it); this is not.  The
  * weights keep the shape's signs with scales 1 on p->probe_blocks blocks
- * of a row (probed(): a window that moves from row to row) and 0 on the
- * others; the activation keeps its
+ * of a row (probed(): a window that moves from row to row, and from
+ * round to round where the rows are too few to cover the width) and 0 on
+ * the others; the activation keeps its
  * quants' signs and sizes, clamped to p->probe_qmax, with scale
  * p->probe_scale.  Sets row->probe_exact; the matrix in g is replaced. */
-static int exact_probe(const struct gemv *g, const struct operands *o, const struct precision *p,
-                       struct bench_row *row) {
+static int exact_probe_round(const struct gemv *g, const struct operands *o, const struct precision *p,
+                             size_t round, struct bench_row *row) {
   const size_t nb = o->n / BML_Q1_0_BLOCK, na = o->n / BML_Q8_0_BLOCK;
   struct operands probe = {o->rows, o->n, malloc(o->rows * nb * sizeof *o->w), malloc(na * sizeof *o->a)};
   void *x = malloc(o->n * p->size), *y = malloc(o->rows * p->size);
@@ -549,7 +557,7 @@ static int exact_probe(const struct gemv *g, const struct operands *o, const str
   int rc = probe.w && probe.a && x && y && xv ? 0 : BML_ENOMEM;
   for (size_t i = 0; rc == 0 && i < o->rows * nb; i++) {
     probe.w[i] = o->w[i];
-    probe.w[i].d = probed(p, nb, i / nb, i % nb) ? HALF_ONE : 0;
+    probe.w[i].d = probed(p, nb, o->rows, round, i / nb, i % nb) ? HALF_ONE : 0;
   }
   for (size_t i = 0; rc == 0 && i < na; i++) {
     probe.a[i].d = p->probe_scale;
@@ -571,7 +579,7 @@ static int exact_probe(const struct gemv *g, const struct operands *o, const str
     double want = 0; /* exact in double too */
     for (size_t b = 0; b < nb; b++) {
       const bml_block_q1_0 *blk = &probe.w[r * nb + b];
-      if (!probed(p, nb, r, b)) continue;
+      if (!probed(p, nb, o->rows, round, r, b)) continue;
       for (int j = 0; j < BML_Q1_0_BLOCK; j++) {
         double t = xv[b * BML_Q1_0_BLOCK + (size_t)j];
         want += blk->qs[j / 8] >> (j % 8) & 1 ? t : -t;
@@ -587,6 +595,15 @@ static int exact_probe(const struct gemv *g, const struct operands *o, const str
 fail:
   operands_free(&probe);
   free(x), free(y), free(xv);
+  return rc;
+}
+
+static int exact_probe(const struct gemv *g, const struct operands *o, const struct precision *p,
+                       struct bench_row *row) {
+  const size_t rounds = probe_rounds(p, o->rows, o->n / BML_Q1_0_BLOCK);
+  int rc = 0;
+  row->probe_exact = true;
+  for (size_t k = 0; rc == 0 && k < rounds && row->probe_exact; k++) rc = exact_probe_round(g, o, p, k, row);
   return rc;
 }
 
