@@ -77,7 +77,7 @@ typedef struct {
   bml__shape *shape; /* a single product's shape, for its calibration */
   bool timed;
   double begin_time, dispatch_time;
-  uint64_t in_bytes, out_rows; /* the card's activations (and records) and results, as planned */
+  uint64_t act_bytes, nrec, out_rows; /* the card's activations, records and results, as planned */
 } submission;
 
 typedef struct {
@@ -168,6 +168,17 @@ static int reserve(void **p, size_t *cap, size_t need, size_t size) {
  * the card (activations in, results out). */
 static void sync_allocated(bml_worker *w) {
   w->limiter.allocated = (w->card ? bml__card_slab_bytes(w->card) : 0) + w->acts.size + w->outs.size;
+}
+
+/* Whether a submission's launches are batched, with records before the
+ * activations: a test forcing q1_0_mat_vec or q1_0_mat_vec8 gets a launch
+ * per group instead. */
+static bool uses_records(const bml_worker *w) { return w->hooks.kernel >= BML_KERNEL_MAT_VEC_L; }
+
+/* The bytes of a submission's staging in: its nrec records (rounded up to
+ * 64 bytes) and act bytes of activations, as enqueue_groups lays it out. */
+static uint64_t staging_in_bytes(const bml_worker *w, uint64_t act, uint64_t nrec) {
+  return (uses_records(w) ? (nrec * sizeof(bml__desc) + 63) / 64 * 64 : 0) + act;
 }
 
 /* The bytes the staging would grow by for a submission of in_bytes of
@@ -354,10 +365,11 @@ static void plan_group(bml_worker *w, submission *s, group *g, bool resting) {
    * (with every record, 64 bytes over) or results would end past them
    * runs on the CPU, and is not uploaded for it. */
   const size_t n = s->p[g->first].n;
-  const uint64_t in = s->in_bytes + bml__card_act_bytes(n) + bml__card_matrix_chunks(w->card, total, n) * sizeof(bml__desc);
+  const uint64_t act = s->act_bytes + bml__card_act_bytes(n), nrec = s->nrec + bml__card_matrix_chunks(w->card, total, n);
+  const uint64_t in = staging_in_bytes(w, act, nrec);
   const uint64_t lim = w->hooks.offset_limit ? w->hooks.offset_limit : UINT32_MAX;
-  entry *e = in + 64 > lim || s->out_rows + total > lim ? NULL : find_entry(w, s->p + g->first, g->count);
-  int rc = e ? ensure_uploaded(w, e, s->card_rows + g->first, staging_growth(w, in + 64, s->out_rows + total))
+  entry *e = in > lim || s->out_rows + total > lim ? NULL : find_entry(w, s->p + g->first, g->count);
+  int rc = e ? ensure_uploaded(w, e, s->card_rows + g->first, staging_growth(w, in, s->out_rows + total))
              : BML_ENOMEM;
   if (rc != 0) {
     memset(s->card_rows + g->first, 0, g->count * sizeof *s->card_rows);
@@ -366,7 +378,7 @@ static void plan_group(bml_worker *w, submission *s, group *g, bool resting) {
     return count_cpu(&w->count.on_cpu_error, g->count);
   }
   g->e = e;
-  s->in_bytes = in, s->out_rows += total; /* e->m: total rows, in the chunks counted */
+  s->act_bytes = act, s->nrec = nrec, s->out_rows += total; /* e->m: total rows, in the chunks counted */
 }
 
 /* Splits the products into groups (neighbours with one activation) and plans each. */
@@ -377,7 +389,7 @@ static int plan(bml_worker *w, submission *s) {
   s->card_rows = w->card_rows;
   s->groups = w->groups;
   s->ngroups = 0;
-  s->in_bytes = s->out_rows = 0;
+  s->act_bytes = s->nrec = s->out_rows = 0;
   bool resting = bml__limiter_resting(&w->limiter, bml__now());
   for (size_t i = 0; i < s->count;) {
     size_t j = i + 1;
@@ -581,8 +593,7 @@ static int launch_batched(bml_worker *w, submission *s, cl_command_queue *q, siz
  * copies a launch's results out while the card computes the next ones
  * (complete). */
 static int enqueue_groups(bml_worker *w, submission *s) {
-  /* a test forcing q1_0_mat_vec or q1_0_mat_vec8 gets a launch per group */
-  const bool batched = w->hooks.kernel >= BML_KERNEL_MAT_VEC_L;
+  const bool batched = uses_records(w);
   size_t act_bytes = 0, nrec = 0;
   for (size_t i = 0; i < s->ngroups; i++) {
     const group *g = &s->groups[i];
@@ -592,6 +603,7 @@ static int enqueue_groups(bml_worker *w, submission *s) {
   if (w->hooks.fail_enqueues > 0) return w->hooks.fail_enqueues--, CL_OUT_OF_RESOURCES;
   /* the records first (rounded up to 64 bytes), then the activations */
   const size_t head = batched ? (nrec * sizeof(bml__desc) + 63) / 64 * 64 : 0, in_bytes = head + act_bytes;
+  /* what planning counted (staging_in_bytes) */
   size_t at = head, out_rows = 0;
   for (size_t i = 0; i < s->ngroups; i++) {
     group *g = &s->groups[i];

@@ -305,6 +305,32 @@ Test(worker, the_staging_counts_against_the_limit) {
   bml_worker_close(w);
 }
 
+/* The staging planned is the staging reserved: a card whose memory is
+ * exactly what a product holds takes it.  For n = 3584 the records and
+ * activation are 64 + 4032 = 4096 bytes; counted as 4160 (the records'
+ * rounding taken as 64 more), they needed a page more and the product
+ * went to the CPU. */
+Test(worker, a_card_with_exactly_the_room_a_product_needs_takes_it) {
+  bml_worker *w = open_worker("0.9");
+  cr_assert_eq(bml_worker_set_limit(w, 1.0), 0);
+  matrix m = make(16, 3584, 93, false);
+  expect_exact(w, &m, "m");
+  json_t *j = status(w);
+  const long long need = field(j, "allocated_bytes");
+  cr_expect_eq(field(j, "products_on_card"), 1);
+  json_decref(j);
+  bml_worker_release(w);
+  bml__worker_set_card_mem(w, (uint64_t)need);
+  expect_exact(w, &m, "m");
+  j = status(w);
+  cr_expect_eq(field(j, "products_on_card"), 2, "%lld bytes of card for a product that holds %lld",
+               need, field(j, "allocated_bytes"));
+  cr_expect_eq(field(j, "allocated_bytes"), need);
+  json_decref(j);
+  unmake(&m);
+  bml_worker_close(w);
+}
+
 Test(worker, a_resting_card_sends_products_to_the_cpu) {
   bml_worker *w = open_worker("0.5");
   cr_assert_eq(bml_worker_set_limit(w, 0.05), 0); /* rest 19 times each dispatch */
