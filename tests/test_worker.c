@@ -259,22 +259,27 @@ Test(worker, mat_vec_finishes_its_product_when_a_finish_meets_another_call) {
   bml_worker_close(w);
 }
 
+/* Where the status says the products went, and that the card holds at
+ * most max_allocated bytes. */
+static void expect_placed(bml_worker *w, long long on_card, long long on_cpu_memory, long long max_allocated) {
+  json_t *j = status(w);
+  cr_expect_eq(field(j, "products_on_card"), on_card);
+  cr_expect_eq(field(j, "products_on_cpu_memory"), on_cpu_memory);
+  long long held = field(j, "allocated_bytes");
+  cr_expect(held <= max_allocated, "allocated_bytes %lld, more than %lld", held, max_allocated);
+  json_decref(j);
+}
+
 Test(worker, a_limit_too_small_for_a_matrix_sends_it_to_the_cpu) {
   bml_worker *w = open_worker("0.9");
   cr_assert_eq(bml_worker_set_limit(w, 0.05), 0);
   bml__worker_set_card_mem(w, 1 << 20); /* 1 MiB: 52 KiB within the limit */
   matrix small = make(16, 1024, 3, false), big = make(4096, 4096, 4, true);
   expect_exact(w, &big, "big");
-  json_t *j = status(w);
-  cr_expect_eq(field(j, "products_on_cpu_memory"), 1);
-  cr_expect_eq(field(j, "products_on_card"), 0);
-  json_decref(j);
+  expect_placed(w, 0, 1, 52428);
   cr_assert_eq(bml_worker_set_limit(w, 1.0), 0);
   expect_exact(w, &small, "small"); /* 16 rows fit */
-  j = status(w);
-  cr_expect_eq(field(j, "products_on_card"), 1);
-  cr_expect(field(j, "allocated_bytes") <= 1 << 20);
-  json_decref(j);
+  expect_placed(w, 1, 1, 1 << 20);
   unmake(&small), unmake(&big);
   bml_worker_close(w);
 }
@@ -290,17 +295,9 @@ Test(worker, the_staging_counts_against_the_limit) {
   bml__worker_set_card_mem(w, 1 << 20); /* 52428 bytes within the limit */
   matrix wide = make(2, 65536, 91, false), small = make(16, 1024, 92, true);
   expect_exact(w, &wide, "wide"); /* 20 KiB of matrix, 72 KiB of activation */
-  json_t *j = status(w);
-  cr_expect_eq(field(j, "products_on_cpu_memory"), 1);
-  cr_expect_eq(field(j, "products_on_card"), 0);
-  cr_expect(field(j, "allocated_bytes") <= 52428, "allocated_bytes %lld", field(j, "allocated_bytes"));
-  json_decref(j);
+  expect_placed(w, 0, 1, 52428);
   expect_exact(w, &small, "small"); /* its matrix and staging fit */
-  j = status(w);
-  cr_expect_eq(field(j, "products_on_card"), 1);
-  cr_expect(field(j, "allocated_bytes") > 0 && field(j, "allocated_bytes") <= 52428, "allocated_bytes %lld",
-            field(j, "allocated_bytes"));
-  json_decref(j);
+  expect_placed(w, 1, 1, 52428);
   unmake(&wide), unmake(&small);
   bml_worker_close(w);
 }
@@ -322,11 +319,7 @@ Test(worker, a_card_with_exactly_the_room_a_product_needs_takes_it) {
   bml_worker_release(w);
   bml__worker_set_card_mem(w, (uint64_t)need);
   expect_exact(w, &m, "m");
-  j = status(w);
-  cr_expect_eq(field(j, "products_on_card"), 2, "%lld bytes of card for a product that holds %lld",
-               need, field(j, "allocated_bytes"));
-  cr_expect_eq(field(j, "allocated_bytes"), need);
-  json_decref(j);
+  expect_placed(w, 2, 0, need);
   unmake(&m);
   bml_worker_close(w);
 }
