@@ -14,6 +14,8 @@ typedef struct {
   size_t wg;                 /* work-group size of q1_0_mat_vec (0: 64) */
   cl_ulong local_mem;        /* pretend the card has this much local memory (0: what it says) */
   bool open_nomem;           /* the card's open (bml__card_open) runs out of memory */
+  bool discrete;             /* treat the card as discrete (no host-unified memory): a discrete
+                                card's upload path on PoCL, whose memory is the host's */
 } bml__oracle_hooks;
 
 /* Sets (NULL: clears) the hooks for every later verification.  Not

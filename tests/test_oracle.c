@@ -534,6 +534,24 @@ Test(oracle, slabs_reuse_freed_ranges_merge_them_and_release_empty_slabs) {
   bml_devices_free(l);
 }
 
+/* PoCL shares the host's memory, so its matrices go up through the mapped
+ * (host-unified) path; a discrete card, like the H200, copies them with
+ * writes.  That path, forced here, gives every check the same bits. */
+Test(oracle, the_discrete_cards_upload_path_passes_every_check) {
+  size_t i;
+  bml_devices *l = card_under_test(&i);
+  static collected c;
+  const bml__oracle_hooks h = {.discrete = true, .quick = true, .max_chunk_rows = 300};
+  bml__oracle_set_hooks(&h);
+  int rc = verify(l, i, &c, 1);
+  for (size_t k = 0; k < c.n; k++)
+    cr_expect(c.lines[k].ok, "%s %s %zux%zu %s: %zu/%zu", c.lines[k].check, c.lines[k].fma, c.lines[k].rows,
+              c.lines[k].n, c.lines[k].regime, c.lines[k].exact, c.lines[k].total);
+  cr_expect_eq(rc, 0, "%s", bml_err_name(rc));
+  cr_expect_gt(c.n, 20, "only %zu checks", c.n);
+  bml_devices_free(l);
+}
+
 /* The growth a matrix of several chunks will cause is what allocating its
  * chunks one after the other causes: each chunk takes what the ones before
  * left.  Summing each chunk's growth against the same state (as before)
