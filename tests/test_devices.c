@@ -299,6 +299,7 @@ Test(devices, gpu_choice_off_selects_nothing) {
   for (size_t i = 0; i < BML_ARRAY_SIZE(off); i++) {
     setenv("BANKML_GPU", off[i], 1);
     bml_devices *l = discover();
+    cr_assert_eq(bml_devices_count(l), 4, "BANKML_GPU=%s: off lists every device and selects none", off[i]);
     for (size_t k = 0; k < bml_devices_count(l); k++)
       cr_expect(!bml_devices_get(l, k)->selected, "BANKML_GPU=%s selected device %zu", off[i], k);
     bml_devices_free(l);
@@ -366,6 +367,7 @@ Test(devices, a_refused_sysfs_root_finds_nothing) {
   bml_log_set_sink(NULL, NULL);
   cr_expect(strstr(logged, "BANKML_SYSFS_ROOT") != NULL && strstr(logged, "not an absolute path") != NULL, "%s",
             logged);
+  cr_assert_eq(bml_devices_count(l), 4, "the devices are listed, only not cross-checked");
   for (size_t i = 0; i < bml_devices_count(l); i++)
     cr_expect_str_eq(bml_devices_get(l, i)->matched_by, "none", "%s was cross-checked",
                      bml_devices_get(l, i)->name);

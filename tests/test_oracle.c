@@ -348,8 +348,17 @@ Test(oracle, an_unusable_device_is_not_verified) {
   o.software = 0;
   bml_devices *l = NULL;
   cr_assert_eq(bml_devices_discover(&o, &l), 0);
+  size_t unusable = 0;
   for (size_t i = 0; i < bml_devices_count(l); i++)
-    if (!bml_devices_get(l, i)->usable) cr_expect_eq(bml_devices_verify(l, i, NULL), BML_ENODEV);
+    if (!bml_devices_get(l, i)->usable) {
+      cr_expect_eq(bml_devices_verify(l, i, NULL), BML_ENODEV);
+      unusable++;
+    }
+  if (unusable == 0) { /* the argument checks below ran; the refusal had nothing to refuse */
+    cr_expect_eq(bml_devices_verify(l, bml_devices_count(l), NULL), BML_EINVAL);
+    bml_devices_free(l);
+    cr_skip_test("no unusable device here (PoCL, without BANKML_GPU_SOFTWARE, is one)");
+  }
   cr_expect_eq(bml_devices_verify(l, bml_devices_count(l), NULL), BML_EINVAL);
   cr_expect_eq(bml_devices_verify(NULL, 0, NULL), BML_EINVAL);
   bml_devices_free(l);
