@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "logbuf.h"
 #include "bml.h"
 
 /* Points the loader at the fake ICD with a scenario, and sysfs at a
@@ -32,8 +33,7 @@ static void use_fake(const char *scenario, const char *sysfs) {
 static char logged[8192];
 static void capture(void *ctx, bml_log_level level, const char *cat, const char *msg) {
   (void)ctx, (void)level, (void)cat;
-  strncat(logged, msg, sizeof logged - strlen(logged) - 2);
-  strcat(logged, "\n");
+  logbuf_append(logged, sizeof logged, msg);
 }
 
 static bml_devices *discover(void) {

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "logbuf.h"
 #include "golden.h"
 #include "oracle.h"
 
@@ -390,8 +391,7 @@ Test(oracle, a_card_that_cannot_open_is_not_verified) {
 static char logged[16384];
 static void capture(void *ctx, bml_log_level level, const char *cat, const char *msg) {
   (void)ctx, (void)level, (void)cat;
-  strncat(logged, msg, sizeof logged - strlen(logged) - 2);
-  strcat(logged, "\n");
+  logbuf_append(logged, sizeof logged, msg);
 }
 
 /* A fresh tuning cache in dir (a mkdtemp template) with the build's debug

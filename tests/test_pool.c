@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "logbuf.h"
 #include "bml.h"
 #include "golden.h"
 
@@ -169,7 +170,7 @@ Test(pool, threads_from_environment) {
 static char logged[4096];
 static void capture(void *ctx, bml_log_level level, const char *cat, const char *msg) {
   (void)ctx, (void)level, (void)cat;
-  strncat(logged, msg, sizeof logged - strlen(logged) - 1);
+  logbuf_append(logged, sizeof logged, msg);
 }
 
 Test(pool, bad_thread_counts_in_environment_are_refused_by_name) {

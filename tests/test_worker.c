@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "logbuf.h"
 #include "golden.h"
 #include "worker.h"
 
@@ -37,8 +38,7 @@ TestSuite(worker, .init = setup, .fini = teardown, .timeout = 300);
 static char logged[8192];
 static void capture(void *ctx, bml_log_level level, const char *cat, const char *msg) {
   (void)ctx, (void)level, (void)cat;
-  strncat(logged, msg, sizeof logged - strlen(logged) - 2);
-  strcat(logged, "\n");
+  logbuf_append(logged, sizeof logged, msg);
 }
 
 /* A worker with share `share` (a string for BANKML_GPU_SHARE), or a skip
