@@ -163,11 +163,15 @@ static int reserve(void **p, size_t *cap, size_t need, size_t size) {
 
 /* ---- matrices and shapes -------------------------------------------------------- */
 
-/* The limiter counts what the card's slabs hold. */
+/* A staging buffer is a buffer on the card and its pinned copy in host
+ * memory: on an integrated card both are the RAM the limit counts. */
+static uint64_t staging_copies(const bml_worker *w) { return w->limiter.integrated ? 2 : 1; }
+
 /* What the limiter counts as held: the slabs and a submission's staging on
  * the card (activations in, results out). */
 static void sync_allocated(bml_worker *w) {
-  w->limiter.allocated = (w->card ? bml__card_slab_bytes(w->card) : 0) + w->acts.size + w->outs.size;
+  w->limiter.allocated =
+      (w->card ? bml__card_slab_bytes(w->card) : 0) + staging_copies(w) * (w->acts.size + w->outs.size);
 }
 
 /* Whether a submission's launches are batched, with records before the
@@ -186,7 +190,7 @@ static uint64_t staging_in_bytes(const bml_worker *w, uint64_t act, uint64_t nre
  * rounds to 4 KiB and replaces a buffer that is too small). */
 static uint64_t staging_growth(const bml_worker *w, uint64_t in_bytes, uint64_t out_rows) {
   const uint64_t a = (in_bytes + 4095) / 4096 * 4096, o = (out_rows * sizeof(float) + 4095) / 4096 * 4096;
-  return (a > w->acts.size ? a - w->acts.size : 0) + (o > w->outs.size ? o - w->outs.size : 0);
+  return staging_copies(w) * ((a > w->acts.size ? a - w->acts.size : 0) + (o > w->outs.size ? o - w->outs.size : 0));
 }
 
 static void drop_matrix(bml_worker *w, entry *e) {
