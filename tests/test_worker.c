@@ -329,6 +329,31 @@ Test(worker, a_card_with_exactly_the_room_a_product_needs_takes_it) {
   bml_worker_close(w);
 }
 
+/* On an integrated card (PoCL is one) a staging buffer is counted twice:
+ * its buffer and its pinned host copy are both RAM.  A 16x1024 product
+ * (an exact slab of 2560 bytes, staging of a page in and a page out) does
+ * not fit a card with room for one copy of the staging, and fits one with
+ * room for two. */
+Test(worker, an_integrated_cards_staging_counts_twice) {
+  bml_worker *w = open_worker("0.9");
+  json_t *j = status(w);
+  const bool integrated = json_is_true(json_object_get(j, "integrated"));
+  json_decref(j);
+  if (!integrated) cr_skip_test("the card is discrete: its staging counts once");
+  cr_assert_eq(bml_worker_set_share(w, 1.0), 0);
+  cr_assert_eq(bml_worker_set_limit(w, 1.0), 0);
+  matrix m = make(16, 1024, 95, false);
+  const uint64_t slab = 16 * 8 * 20, in = (64 + bml__card_act_bytes(1024) + 4095) / 4096 * 4096, out = 4096;
+  bml__worker_set_card_mem(w, slab + in + out + 100);
+  expect_exact(w, &m, "m");
+  expect_placed(w, 0, 1, (long long)(slab + in + out + 100));
+  bml__worker_set_card_mem(w, slab + 2 * (in + out));
+  expect_exact(w, &m, "m");
+  expect_placed(w, 1, 1, (long long)(slab + 2 * (in + out)));
+  unmake(&m);
+  bml_worker_close(w);
+}
+
 Test(worker, a_resting_card_sends_products_to_the_cpu) {
   bml_worker *w = open_worker("0.5");
   cr_assert_eq(bml_worker_set_limit(w, 0.05), 0); /* rest 19 times each dispatch */
