@@ -193,6 +193,8 @@ void bml__card_act_repack(const bml_block_q8_0 *act, size_t n, void *dst);
 /* Makes b hold at least `bytes` (its contents are lost when it grows).
  * Returns 0, BML_ENOMEM or an OpenCL error. */
 int bml__card_buf_reserve(bml__card *c, bml__card_buf *b, size_t bytes);
+/* The size bml__card_buf_reserve gives a buffer asked for bytes (whole 4 KiB pages). */
+uint64_t bml__card_buf_size(uint64_t bytes);
 /* Enqueues host -> device (write) or device -> host (read) of the first
  * `bytes`, non-blocking.  Returns 0 or an OpenCL error. */
 int bml__card_buf_write(bml__card *c, bml__card_buf *b, size_t bytes);

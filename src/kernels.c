@@ -162,10 +162,12 @@ void bml__card_act_repack(const bml_block_q8_0 *a, size_t n, void *dst) {
   }
 }
 
+uint64_t bml__card_buf_size(uint64_t bytes) { return (bytes + 4095) / 4096 * 4096; }
+
 int bml__card_buf_reserve(bml__card *c, bml__card_buf *b, size_t bytes) {
   if (bytes <= b->size) return 0;
   bml__card_buf_free(b);
-  bytes = (bytes + 4095) / 4096 * 4096;
+  bytes = (size_t)bml__card_buf_size(bytes);
   cl_int rc = CL_SUCCESS;
   BML_CL_TRY(BML_CAT_WORKER, rc, (b->buf = create_buffer(c, CL_MEM_READ_WRITE, bytes, &rc), rc));
   BML_CL_TRY(BML_CAT_WORKER, rc, (b->pin = create_buffer(c, CL_MEM_READ_WRITE | CL_MEM_ALLOC_HOST_PTR, bytes, &rc), rc));

@@ -187,9 +187,9 @@ static uint64_t staging_in_bytes(const bml_worker *w, uint64_t act, uint64_t nre
 
 /* The bytes the staging would grow by for a submission of in_bytes of
  * activations and records and out_rows results (bml__card_buf_reserve
- * rounds to 4 KiB and replaces a buffer that is too small). */
+ * replaces a buffer that is too small). */
 static uint64_t staging_growth(const bml_worker *w, uint64_t in_bytes, uint64_t out_rows) {
-  const uint64_t a = (in_bytes + 4095) / 4096 * 4096, o = (out_rows * sizeof(float) + 4095) / 4096 * 4096;
+  const uint64_t a = bml__card_buf_size(in_bytes), o = bml__card_buf_size(out_rows * sizeof(float));
   return staging_copies(w) * ((a > w->acts.size ? a - w->acts.size : 0) + (o > w->outs.size ? o - w->outs.size : 0));
 }
 
@@ -366,8 +366,8 @@ static void plan_group(bml_worker *w, submission *s, group *g, bool resting) {
     return count_cpu(&w->count.on_cpu_resting, g->count);
   }
   /* The kernels' records hold offsets of 32 bits: a group whose activation
-   * (with every record, 64 bytes over) or results would end past them
-   * runs on the CPU, and is not uploaded for it. */
+   * (after every record) or results would end past them runs on the CPU,
+   * and is not uploaded for it. */
   const size_t n = s->p[g->first].n;
   const uint64_t act = s->act_bytes + bml__card_act_bytes(n), nrec = s->nrec + bml__card_matrix_chunks(w->card, total, n);
   const uint64_t in = staging_in_bytes(w, act, nrec);
@@ -605,9 +605,8 @@ static int enqueue_groups(bml_worker *w, submission *s) {
   }
   if (act_bytes == 0) return 0;
   if (w->hooks.fail_enqueues > 0) return w->hooks.fail_enqueues--, CL_OUT_OF_RESOURCES;
-  /* the records first (rounded up to 64 bytes), then the activations */
-  const size_t head = batched ? (nrec * sizeof(bml__desc) + 63) / 64 * 64 : 0, in_bytes = head + act_bytes;
-  /* what planning counted (staging_in_bytes) */
+  /* the records first (rounded up to 64 bytes), then the activations, as planning counted them */
+  const size_t in_bytes = (size_t)staging_in_bytes(w, act_bytes, nrec), head = in_bytes - act_bytes;
   size_t at = head, out_rows = 0;
   for (size_t i = 0; i < s->ngroups; i++) {
     group *g = &s->groups[i];
