@@ -287,8 +287,11 @@ typedef struct bml_worker bml_worker;
 /* Opens a worker on the first selected card (BANKML_GPU), after the fma
  * probe, the oracle (doc/ORACLE.md) and a calibration of the share: one
  * 4096x4096 product on the pool and on the card, best of three each,
- * share = card rate / (card rate + CPU rate); BANKML_GPU_SHARE overrides (clamped to
- * 0..0.95).  BANKML_GPU_LIMIT (0.05..1, default 0.8) limits the card's memory
+ * share = card rate / (card rate + CPU rate).  That share is where each
+ * shape (of single products) and each kind of batch starts: each then
+ * learns its own from how long the card and the CPU take for their parts.
+ * BANKML_GPU_SHARE fixes it instead (clamped to 0..0.95).
+ * BANKML_GPU_LIMIT (0.05..1, default 0.8) limits the card's memory
  * and time.  Returns 0 and *out; 0 and *out = NULL when no card is used (no
  * usable card, verification failed, or a calibrated share below 0.02: each
  * logged once as "GPU not used: <why>"); BML_EINVAL, BML_EENV (a bad
@@ -353,21 +356,24 @@ typedef struct {
  * (the same act pointer and n: Q, K and V; gate and up) are one group,
  * computed over their concatenated card rows; the CPU pool computes the
  * other rows meanwhile.  The bits are
- * those of count calls of bml_worker_mat_vec.  A batch uses the share (and
- * the per-shape decisions made by single products); its products are not
- * calibration timings.  Returns 0 or what bml_worker_mat_vec returns for
+ * those of count calls of bml_worker_mat_vec.  A batch uses the share its kind
+ * (its count, first shape and sums of rows and weights) has learnt, and
+ * the per-shape decisions made by single products; its products are not
+ * per-shape timings.  Returns 0 or what bml_worker_mat_vec returns for
  * the first product that is refused (then nothing was computed). */
 BML_EXTERN int bml_worker_mat_vec_batch(bml_worker *w, const bml_product *products, size_t count);
 
 /* The worker's state as one JSON object (card, limit, share, allocated_bytes,
  * heap_bytes, integrated, busy, products_on_card, products_on_cpu_resting,
  * products_on_cpu_memory, products_on_cpu_error, shapes_on_card,
- * shapes_on_cpu, shapes_tuning, ...; doc/WORKER.md).  free() the string.
+ * shapes_on_cpu, shapes_tuning, rests_waited, shapes and batches with their
+ * shares, ...; doc/WORKER.md).  free() the string.
  * Returns 0, BML_EINVAL, BML_EBUSY, BML_ENOMEM. */
 BML_EXTERN int bml_worker_status_json(bml_worker *w, char **json);
 
 /* Sets the share of rows the card takes (0..1) for every later product and
- * stops the per-shape calibration: every shape then uses exactly this share
+ * stops the per-shape calibration and the learnt shares: every shape and
+ * batch then uses exactly this share
  * (1: the card alone).  For benchmarks and tests.  Returns 0, BML_EINVAL,
  * BML_ERANGE, BML_EBUSY, BML_ESTATE. */
 BML_EXTERN int bml_worker_set_share(bml_worker *w, double share);

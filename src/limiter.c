@@ -39,6 +39,51 @@ void bml__limiter_drop(bml__limiter *l, uint64_t bytes) {
   l->allocated = bytes > l->allocated ? 0 : l->allocated - bytes;
 }
 
+void bml__balance_init(bml__balance *b, double share) {
+  b->share = share < BML_SHARE_MIN ? BML_SHARE_MIN : share > 1.0 ? 1.0 : share;
+  b->card_rate = 0.0;
+  b->step = 0.0;
+}
+
+#define BALANCE_STEP_FIRST 1.25
+#define BALANCE_STEP_MAX 16.0
+
+void bml__balance_learn(bml__balance *b, double wg, double wc, bool card_first, double t_card, double t_cpu,
+                        double cpu_rate) {
+  if (!(wg > 0.0) || !(t_card > 0.0)) return;
+  double rc = wc > 0.0 && t_cpu > 0.0 ? wc / t_cpu : cpu_rate;
+  if (!(rc > 0.0)) return;
+  double measured = wg / t_card;
+  if (card_first) {
+    /* at least as fast as the bound says and as this split balanced (the
+     * card's head start, its enqueueing, can make the bound the weaker),
+     * and a step faster than believed */
+    double balanced = wc > 0.0 ? rc * wg / wc : measured, known = b->card_rate;
+    if (measured > known) known = measured;
+    if (balanced > known) known = balanced;
+    b->step = b->step > 0.0 ? b->step * 2.0 : BALANCE_STEP_FIRST;
+    if (b->step > BALANCE_STEP_MAX) b->step = BALANCE_STEP_MAX;
+    b->card_rate = known * b->step;
+  } else {
+    b->step = 0.0;
+    b->card_rate = measured;
+  }
+  double share = b->card_rate / (b->card_rate + rc);
+  b->share = share < BML_SHARE_MIN ? BML_SHARE_MIN : share > 1.0 ? 1.0 : share;
+}
+
+bool bml__split_close(size_t rows, size_t held, size_t want) {
+  if (held == want) return true;
+  if (held == 0 || want == 0 || want >= rows) return false; /* the card's part from or to nothing, the CPU's to nothing */
+  double h = (double)held, d = (double)want;
+  double loss = h > d ? (h - d) / d : (d - h) / ((double)rows - d);
+  return loss <= BML_HELD_LOSS;
+}
+
+bool bml__rest_worth_waiting(double rest_left, double weights, double cpu_rate) {
+  return cpu_rate > 0.0 && rest_left < weights / cpu_rate;
+}
+
 const char *bml__shape_state_name(bml__shape_state s) {
   static const char *const names[] = {"warmup", "tuning", "card", "cpu"};
   return (unsigned)s < BML_ARRAY_SIZE(names) ? names[s] : "?";

@@ -33,6 +33,53 @@ void bml__limiter_dispatched(bml__limiter *l, double start, double end);
 void bml__limiter_hold(bml__limiter *l, uint64_t bytes);
 void bml__limiter_drop(bml__limiter *l, uint64_t bytes);
 
+/* ---- the balance: the card's part of each product's rows ------------------
+ * The share the open calibrates (one 4096x4096 product with its round trip)
+ * is only where a shape or a kind of batch starts: a batch's products run
+ * pipelined, small products are bound by the round trip, big ones by the
+ * card's memory, and on a fast card the CPU's part, not the card's, then
+ * sets the time.  So each one learns its own share from what it takes:
+ * when the card finished after the CPU, its rate is measured (the weights
+ * it computed over the time from the dispatch to its last result) and the
+ * share that makes both finish together follows from the two rates; when
+ * it finished first it was at least as fast as that split needed, so the
+ * card is taken for faster than that (or than believed) by a step that
+ * grows while it keeps finishing first (1.25, 2.5, 5, ... at most 16) and
+ * starts again once it does not.  A fast card reaches its part in a few
+ * products; two devices of one speed settle around an even split. */
+typedef struct {
+  double share;     /* the card's part of each product's rows, in [BML_SHARE_MIN, 1] */
+  double card_rate; /* the card's weights a second, as learnt (0: not yet) */
+  double step;      /* 0, or the next step's factor after the card finished first */
+} bml__balance;
+
+#define BML_SHARE_MIN 0.02
+
+void bml__balance_init(bml__balance *b, double share);
+/* Learns from one submission: the card computed wg weights, the CPU wc.
+ * card_first: the card's last result was there when the CPU was done; t_card:
+ * seconds from the dispatch to the card's last result (card_first: to the
+ * CPU being done, an upper bound); t_cpu: the CPU's seconds for its wc;
+ * cpu_rate: the CPU's weights a second measured before (for a submission
+ * where it had no rows; 0: unknown).  Nothing is learnt from a submission
+ * the card had no part in, or with no rate for the CPU. */
+void bml__balance_learn(bml__balance *b, double wg, double wc, bool card_first, double t_card, double t_cpu,
+                        double cpu_rate);
+
+/* Is a product's split with `held` of its rows on the card close enough to
+ * the `want` rows the balance asks for to keep the matrix the card holds
+ * (another split uploads it again)?  Yes when the held split costs at most
+ * BML_HELD_LOSS of the wanted one's time: the card's part grows by at most
+ * that, or the CPU's part. */
+#define BML_HELD_LOSS 0.15
+bool bml__split_close(size_t rows, size_t held, size_t want);
+
+/* Should a submission that arrives while the card rests wait for the rest
+ * to end (the card then takes its part as usual) rather than run whole on
+ * the CPU?  Yes when the rest left is shorter than the CPU would take for
+ * the submission alone (its weights over cpu_rate; 0: unknown, never wait). */
+bool bml__rest_worth_waiting(double rest_left, double weights, double cpu_rate);
+
 /* ---- per-shape calibration -------------------------------------------------
  * A shape's first product goes to the card (a warm-up, which includes the
  * upload, not timed); then its products alternate between the share and the
@@ -46,6 +93,7 @@ typedef enum { BML_SHAPE_WARMUP, BML_SHAPE_TUNING, BML_SHAPE_CARD, BML_SHAPE_CPU
 typedef struct {
   size_t rows, n;
   bml__shape_state state;
+  bml__balance balance; /* the share of this shape's single products */
   int nsplit, ncpu;
   double split[BML_SHAPE_TRIALS], cpu[BML_SHAPE_TRIALS];
 } bml__shape;

@@ -4,12 +4,14 @@
 #include "tune.h"
 
 #include <jansson.h>
+#include <math.h>
 #include <sched.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* Errors in a row that retire the card for the process. */
 #define RETIRE_AFTER 3
@@ -37,6 +39,7 @@ typedef struct {
   size_t *held;        /* card rows held of each member (0: none) */
   bml__card_matrix m;
   bool cpu_only;       /* an allocation failed: this entry stays on the CPU */
+  int strikes;         /* products in a row whose balance asked for a split far from the held one */
 } entry;
 
 /* One group of the submission in flight. */
@@ -75,13 +78,17 @@ typedef struct {
   size_t nreads;
   bool on_card;      /* something was enqueued */
   bml__shape *shape; /* a single product's shape, for its calibration */
+  bml__balance *balance; /* where its share comes from and what it teaches (NULL: the open's share) */
   bool timed;
+  bool uploaded; /* a matrix went to the card: its time is no measure of the card's rate */
   double begin_time, dispatch_time;
+  double ready_time; /* the card's part enqueued: the CPU's part starts */
   uint64_t act_bytes, nrec, out_rows; /* the card's activations, records and results, as planned */
 } submission;
 
 typedef struct {
   uint64_t on_card, on_cpu_resting, on_cpu_memory, on_cpu_error, on_cpu_decided, on_cpu_share;
+  uint64_t rests_waited; /* submissions that waited for the card's rest to end */
 } counters;
 
 /* Where a submission's time went, summed over submissions (seconds). */
@@ -92,7 +99,19 @@ typedef struct {
   double cpu;     /* the CPU's rows */
   double wait;    /* waiting for the card once the CPU was done */
   double copy;    /* the card's results into the products' outputs */
+  double rest;    /* waiting for the card's rest to end */
 } timings;
+
+/* A kind of batch (known by its products' count, the first one's shape and
+ * the sums of rows and weights): its own balance, since a batch runs
+ * pipelined and a model's token is one kind.  The worker remembers the
+ * last KINDS_MAX kinds. */
+#define KINDS_MAX 64
+typedef struct {
+  size_t count, rows0, n0, rows;
+  double weights;
+  bml__balance balance;
+} batch_kind;
 
 struct bml_worker {
   bml_pool *pool;
@@ -108,6 +127,9 @@ struct bml_worker {
   size_t nentries, cap;
   bml__shape *shapes;
   size_t nshapes, shapes_cap;
+  batch_kind kinds[KINDS_MAX];
+  size_t nkinds; /* kinds seen; the next new one takes slot nkinds % KINDS_MAX */
+  double cpu_rate; /* the CPU's weights a second, as last measured (0: not yet) */
   bml_product single; /* the product of bml_worker_begin */
   size_t *card_rows, card_rows_cap;
   group *groups;
@@ -237,10 +259,15 @@ static entry *new_entry(bml_worker *w, const bml_product *p, size_t count) {
   return e;
 }
 
-static entry *find_entry(bml_worker *w, const bml_product *p, size_t count) {
+static entry *known_entry(bml_worker *w, const bml_product *p, size_t count) {
   for (size_t i = 0; i < w->nentries; i++)
     if (entry_is(w->entries[i], p, count)) return w->entries[i];
-  return new_entry(w, p, count);
+  return NULL;
+}
+
+static entry *find_entry(bml_worker *w, const bml_product *p, size_t count) {
+  entry *e = known_entry(w, p, count);
+  return e ? e : new_entry(w, p, count);
 }
 
 static bml__shape *find_shape(bml_worker *w, size_t rows, size_t n) {
@@ -251,7 +278,25 @@ static bml__shape *find_shape(bml_worker *w, size_t rows, size_t n) {
   memset(s, 0, sizeof *s);
   s->rows = rows, s->n = n;
   s->state = BML_SHAPE_WARMUP;
+  bml__balance_init(&s->balance, w->share);
   return s;
+}
+
+/* The balance of this batch's kind (the oldest kind makes room). */
+static bml__balance *find_kind(bml_worker *w, const bml_product *p, size_t count) {
+  size_t rows = 0;
+  double weights = 0;
+  for (size_t i = 0; i < count; i++) rows += p[i].rows, weights += (double)p[i].rows * (double)p[i].n;
+  size_t known = w->nkinds < KINDS_MAX ? w->nkinds : KINDS_MAX;
+  for (size_t i = 0; i < known; i++) {
+    batch_kind *k = &w->kinds[i];
+    if (k->count == count && k->rows0 == p[0].rows && k->n0 == p[0].n && k->rows == rows && k->weights == weights)
+      return &k->balance;
+  }
+  batch_kind *k = &w->kinds[w->nkinds++ % KINDS_MAX];
+  *k = (batch_kind){.count = count, .rows0 = p[0].rows, .n0 = p[0].n, .rows = rows, .weights = weights};
+  bml__balance_init(&k->balance, w->share);
+  return &k->balance;
 }
 
 /* A shape decided for the CPU frees the card buffers of its matrices. */
@@ -266,8 +311,11 @@ static void shape_decided(bml_worker *w, const bml__shape *s) {
   }
 }
 
-static size_t rows_for(const bml_worker *w, size_t rows) {
-  size_t r = (size_t)(w->share * (double)rows + 0.5);
+/* The card's rows of a product of the submission: the fixed share, or the
+ * one its shape (a single product) or its kind of batch has learnt. */
+static size_t rows_for(const bml_worker *w, const submission *s, size_t rows) {
+  double share = w->share_fixed || !s->balance ? w->share : s->balance->share;
+  size_t r = (size_t)(share * (double)rows + 0.5);
   return r > rows ? rows : r;
 }
 
@@ -326,6 +374,7 @@ static int ensure_uploaded(bml_worker *w, entry *e, const size_t *want, uint64_t
   if (rc != 0) return rc;
   memcpy(e->held, want, e->nmembers * sizeof *want);
   sync_allocated(w);
+  w->cur.uploaded = true;
   return 0;
 }
 
@@ -341,7 +390,7 @@ static size_t want_rows(bml_worker *w, submission *s, size_t first, size_t count
     bml__shape *sh = s->shape ? s->shape : find_shape(w, p->rows, p->n);
     bool card = w->share_fixed || !sh || (s->shape ? bml__shape_wants_card(sh) : sh->state != BML_SHAPE_CPU);
     *decided |= !card;
-    s->card_rows[i] = card ? rows_for(w, p->rows) : 0;
+    s->card_rows[i] = card ? rows_for(w, s, p->rows) : 0;
     total += s->card_rows[i];
   }
   return total;
@@ -349,6 +398,34 @@ static size_t want_rows(bml_worker *w, submission *s, size_t first, size_t count
 
 /* Counts the products of a group that run on the CPU, by reason. */
 static void count_cpu(uint64_t *counter, size_t count) { *counter += count; }
+
+/* STRIKES products in a row whose balance asks for a split far from the
+ * one the card holds upload the matrix again with it: a balance that
+ * probes a step beyond its mark and back does not, a change that lasts
+ * does. */
+#define STRIKES 3
+
+/* The group's card rows: the ones its matrix holds on the card when the
+ * balance's wish is close to them (bml__split_close) or not yet far for
+ * STRIKES products in a row; else the wish.  Returns their sum. */
+static size_t keep_held(bml_worker *w, submission *s, const group *g, size_t total) {
+  entry *e = known_entry(w, s->p + g->first, g->count);
+  if (!e || !e->m.nchunks || w->share_fixed) return total;
+  bool close = true, same_parts = true;
+  for (size_t i = 0; i < g->count; i++) {
+    size_t want = s->card_rows[g->first + i], held = e->held[i];
+    close &= bml__split_close(s->p[g->first + i].rows, held, want);
+    same_parts &= (want > 0) == (held > 0);
+  }
+  if (!same_parts || (!close && ++e->strikes >= STRIKES)) {
+    e->strikes = 0;
+    return total;
+  }
+  if (close) e->strikes = 0;
+  total = 0;
+  for (size_t i = 0; i < g->count; i++) total += s->card_rows[g->first + i] = e->held[i];
+  return total;
+}
 
 /* Plans one group: which rows go to the card, its entry uploaded. */
 static void plan_group(bml_worker *w, submission *s, group *g, bool resting) {
@@ -365,6 +442,7 @@ static void plan_group(bml_worker *w, submission *s, group *g, bool resting) {
     memset(s->card_rows + g->first, 0, g->count * sizeof *s->card_rows);
     return count_cpu(&w->count.on_cpu_resting, g->count);
   }
+  total = keep_held(w, s, g, total);
   /* The kernels' records hold offsets of 32 bits: a group whose activation
    * (after every record) or results would end past them runs on the CPU,
    * and is not uploaded for it. */
@@ -385,6 +463,30 @@ static void plan_group(bml_worker *w, submission *s, group *g, bool resting) {
   s->act_bytes = act, s->nrec = nrec, s->out_rows += total; /* e->m: total rows, in the chunks counted */
 }
 
+/* Sleeps `seconds` (a rest's end). */
+static void sleep_for(double seconds) {
+  struct timespec t = {(time_t)seconds, (long)((seconds - (double)(time_t)seconds) * 1e9)};
+  while (nanosleep(&t, &t) != 0) continue; /* EINTR: the rest of it */
+}
+
+/* Is the card resting for this submission?  Not when the rest left is
+ * shorter than the CPU would take for the whole submission: the worker
+ * then waits for it to end, and the card takes its part as usual. */
+static bool rest_or_wait(bml_worker *w, submission *s) {
+  double now = bml__now(), left = w->limiter.rest_until - now;
+  if (!bml__limiter_resting(&w->limiter, now)) return false;
+  if (w->retired) return true;
+  double weights = 0;
+  for (size_t i = 0; i < s->count; i++) weights += (double)s->p[i].rows * (double)s->p[i].n;
+  double cpu_rate = w->hooks.cpu_rate > 0 ? w->hooks.cpu_rate : w->cpu_rate;
+  bool decided;
+  if (!bml__rest_worth_waiting(left, weights, cpu_rate) || want_rows(w, s, 0, s->count, &decided) == 0) return true;
+  sleep_for(left);
+  w->count.rests_waited++;
+  w->time.rest += bml__now() - now;
+  return false;
+}
+
 /* Splits the products into groups (neighbours with one activation) and plans each. */
 static int plan(bml_worker *w, submission *s) {
   if (reserve((void **)&w->card_rows, &w->card_rows_cap, s->count, sizeof *w->card_rows) ||
@@ -394,7 +496,7 @@ static int plan(bml_worker *w, submission *s) {
   s->groups = w->groups;
   s->ngroups = 0;
   s->act_bytes = s->nrec = s->out_rows = 0;
-  bool resting = bml__limiter_resting(&w->limiter, bml__now());
+  bool resting = rest_or_wait(w, s);
   for (size_t i = 0; i < s->count;) {
     size_t j = i + 1;
     while (j < s->count && j - i < 16 && s->p[j].act == s->p[i].act && s->p[j].n == s->p[i].n) j++;
@@ -676,6 +778,7 @@ static int start(bml_worker *w, submission *s) {
   if (rc != 0) return rc;
   s->dispatch_time = bml__now();
   rc = enqueue_groups(w, s);
+  s->ready_time = bml__now();
   w->time.submissions++;
   w->time.enqueue += bml__now() - s->begin_time;
   if (rc != 0) all_to_cpu(w, s, rc);
@@ -731,14 +834,41 @@ static void scatter(bml_worker *w, const submission *s, const readback *rb) {
   else copy_slice(&c, 0, rb->len);
 }
 
+/* What a submission that ran teaches: the CPU's rate, and the balance of
+ * its shape or kind (unless the share is fixed).  t_card: from the
+ * dispatch to the card's last result (card_first: to the CPU being done);
+ * t_cpu: from the card's part enqueued to the CPU's part done. */
+static void learn(bml_worker *w, const submission *s, bool card_first, double t_card, double t_cpu) {
+  double wg = 0, wc = 0;
+  for (size_t i = 0; i < s->count; i++) {
+    wg += (double)s->card_rows[i] * (double)s->p[i].n;
+    wc += (double)(s->p[i].rows - s->card_rows[i]) * (double)s->p[i].n;
+  }
+  double cpu_rate = w->cpu_rate;
+  if (wc > 0 && t_cpu > 0) w->cpu_rate = wc / t_cpu;
+  if (w->share_fixed || !s->balance || !s->on_card || s->uploaded || w->hooks.hold_balance) return;
+  double before = s->balance->share;
+  bml__balance_learn(s->balance, wg, wc, card_first, t_card, t_cpu, cpu_rate);
+  if (fabs(s->balance->share - before) >= 0.005)
+    bml__debug(BML_CAT_WORKER, "share %.3f -> %.3f: the card %.3f ms for %.0f%% (%s), the CPU %.3f ms", before,
+               s->balance->share, t_card * 1e3, 100 * wg / (wg + wc), card_first ? "first, at most" : "last",
+               t_cpu * 1e3);
+}
+
 /* Waits for the card's reads, in order, copying each one's results out as
  * it arrives (while the card computes later launches), and completes every
  * product; on a card error its rows are computed on the pool (out stays
  * complete and exact). */
 static int complete(bml_worker *w, submission *s) {
   int rc = 0;
+  const double arrived = bml__now(); /* the CPU's part is done */
+  bool card_first = false;
   if (s->on_card) {
     int err = CL_SUCCESS;
+    cl_int last = CL_QUEUED;
+    if (s->nreads)
+      clGetEventInfo(s->reads[s->nreads - 1].done, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof last, &last, NULL);
+    card_first = last == CL_COMPLETE;
     /* busy: the last moment the card is known to have been at work (for
      * the limiter; the copies out in between are the host's time) */
     double waited = 0, copied = 0, busy = bml__now();
@@ -772,8 +902,10 @@ static int complete(bml_worker *w, submission *s) {
     } else {
       w->count.on_card += on_card;
       w->errors_in_row = 0;
+      learn(w, s, card_first, (card_first ? arrived : busy) - s->dispatch_time, arrived - s->ready_time);
     }
-  }
+  } else
+    learn(w, s, false, 0.0, arrived - s->ready_time); /* the CPU's rate alone */
   if (s->timed && !w->share_fixed && s->shape &&
       bml__shape_record(s->shape, s->on_card && s->card_rows[0] > 0, bml__now() - s->begin_time))
     shape_decided(w, s->shape);
@@ -817,6 +949,7 @@ int bml_worker_begin(bml_worker *w, const char *name, const bml_block_q1_0 *wts,
   s->p = &w->single;
   s->count = 1;
   s->shape = find_shape(w, rows, n);
+  s->balance = s->shape ? &s->shape->balance : NULL;
   rc = s->shape ? start(w, s) : BML_ENOMEM;
   if (rc == 0) {
     s->active = true;
@@ -873,6 +1006,7 @@ int bml_worker_mat_vec_batch(bml_worker *w, const bml_product *products, size_t 
   memset(s, 0, sizeof *s);
   s->p = products;
   s->count = count;
+  s->balance = find_kind(w, products, count);
   int rc = start(w, s);
   double t0 = bml__now();
   int cpu = rc == 0 ? cpu_rows(w, s) : 0;
@@ -997,6 +1131,7 @@ static int decide_share(bml_worker *w) {
   int rc = calibrate(w, &card_s, &cpu_s);
   if (rc != 0) return rc;
   w->share = cpu_s / (card_s + cpu_s); /* card rate / (card rate + CPU rate) */
+  w->cpu_rate = (double)CAL_ROWS * CAL_N / cpu_s;
   bml__debug(BML_CAT_WORKER, "calibration: card %.3f ms, CPU %.3f ms: share %.3f", card_s * 1e3, cpu_s * 1e3, w->share);
   if (w->share < MIN_SHARE) {
     not_used(&logged_share, "\"%s\": calibrated share %.3f is below %.2f (card %.3f ms, CPU %.3f ms for %dx%d)",
@@ -1098,7 +1233,7 @@ static json_t *status_json(const bml_worker *w) {
   if (w->share_fixed) on_card = (json_int_t)w->nshapes, tuning = 0, on_cpu = 0;
   return json_pack(
       "{s:s, s:I, s:f, s:f, s:b, s:I, s:I, s:I, s:b, s:b, s:b, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:s, "
-      "s:b, s:I, s:{s:I, s:f, s:f, s:f, s:f}}",
+      "s:b, s:I, s:I, s:{s:I, s:f, s:f, s:f, s:f, s:f}}",
       "card", w->card->name, "device", (json_int_t)w->device, "limit", w->limiter.limit, "share", w->share,
       "share_fixed", w->share_fixed, "allocated_bytes", (json_int_t)w->limiter.allocated,
       "matrix_bytes", (json_int_t)matrix_bytes(w),
@@ -1110,16 +1245,43 @@ static json_t *status_json(const bml_worker *w) {
       "shapes_on_card", on_card, "shapes_on_cpu", on_cpu, "shapes_tuning",
       tuning, "matrices", (json_int_t)w->nentries, "launches", (json_int_t)w->time.launches, "fma", w->build.emulated_fma ? "emulated" : "native", "software",
       w->devices->dev[w->device].software != NULL, "queues",
-      (json_int_t)(w->card->nside + 1), "seconds",
+      (json_int_t)(w->card->nside + 1), "rests_waited", (json_int_t)w->count.rests_waited, "seconds",
       "submissions", (json_int_t)w->time.submissions, "enqueue", w->time.enqueue, "cpu", w->time.cpu, "wait",
-      w->time.wait, "copy_out", w->time.copy);
+      w->time.wait, "copy_out", w->time.copy, "rest", w->time.rest);
+}
+
+/* Each shape's state and share, and each kind of batch's share (the ones
+ * in use: the fixed share when there is one). */
+static json_t *balances_json(json_t *o, const bml_worker *w) {
+  json_t *shapes = json_array(), *kinds = json_array();
+  if (!o || !shapes || !kinds || json_object_set_new(o, "shapes", shapes) != 0) {
+    json_decref(o), json_decref(kinds);
+    return NULL;
+  }
+  if (json_object_set_new(o, "batches", kinds) != 0) return json_decref(o), NULL;
+  for (size_t i = 0; i < w->nshapes; i++) {
+    const bml__shape *sh = &w->shapes[i];
+    const char *state = w->share_fixed ? "card" : bml__shape_state_name(sh->state);
+    if (json_array_append_new(shapes, json_pack("{s:I, s:I, s:s, s:f}", "rows", (json_int_t)sh->rows, "n",
+                                                (json_int_t)sh->n, "state", state, "share",
+                                                w->share_fixed ? w->share : sh->balance.share)) != 0)
+      return json_decref(o), NULL;
+  }
+  for (size_t i = 0; i < w->nkinds && i < KINDS_MAX; i++) {
+    const batch_kind *k = &w->kinds[i];
+    if (json_array_append_new(kinds, json_pack("{s:I, s:I, s:f, s:f}", "products", (json_int_t)k->count, "rows",
+                                               (json_int_t)k->rows, "weights", k->weights, "share",
+                                               w->share_fixed ? w->share : k->balance.share)) != 0)
+      return json_decref(o), NULL;
+  }
+  return o;
 }
 
 int bml_worker_status_json(bml_worker *w, char **json) {
   if (!w || !json) return BML_EINVAL;
   *json = NULL;
   if (!enter(w)) return BML_EBUSY;
-  json_t *o = status_json(w);
+  json_t *o = balances_json(status_json(w), w);
   leave(w);
   if (!o) return BML_ENOMEM;
   *json = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
@@ -1192,7 +1354,15 @@ void bml__worker_set_card_mem(bml_worker *w, uint64_t bytes) { w->limiter.card_m
 
 const bml__limiter *bml__worker_limiter(const bml_worker *w) { return &w->limiter; }
 
+size_t bml__worker_held_rows(const bml_worker *w, const char *name) {
+  for (size_t i = 0; i < w->nentries; i++)
+    if (strcmp(w->entries[i]->members[0].name, name) == 0) return w->entries[i]->m.nchunks ? w->entries[i]->held[0] : 0;
+  return 0;
+}
+
 void bml__worker_set_share_calibrated(bml_worker *w, double share) {
   w->share = share;
   w->share_fixed = false;
+  for (size_t i = 0; i < w->nshapes; i++) bml__balance_init(&w->shapes[i].balance, share);
+  w->nkinds = 0;
 }

@@ -16,12 +16,17 @@ typedef struct {
   int busy_finishes;    /* the next N finishes meet another thread's call: BML_EBUSY */
   uint64_t offset_limit; /* a submission's card activations (bytes) and results (floats) stay
                             within it; 0: UINT32_MAX (the kernels' offsets of 32 bits) */
+  double cpu_rate;       /* the CPU's weights a second as the rest's wait sees it (0: as measured) */
+  bool hold_balance;     /* the balances learn nothing (their shares stay where set) */
 } bml__worker_hooks;
 
 void bml__worker_set_hooks(bml_worker *w, const bml__worker_hooks *h);
 /* Pretends the card has `bytes` of memory (the limiter's test). */
 void bml__worker_set_card_mem(bml_worker *w, uint64_t bytes);
 const bml__limiter *bml__worker_limiter(const bml_worker *w);
+/* The rows the card holds of the matrix called `name` (the first member of
+ * its group), 0 when none. */
+size_t bml__worker_held_rows(const bml_worker *w, const char *name);
 /* Sets the share but keeps the per-shape calibration on (set_share turns it off). */
 void bml__worker_set_share_calibrated(bml_worker *w, double share);
 

@@ -124,3 +124,128 @@ Test(limiter, skipped_products_are_not_timings) {
   cr_expect(!bml__shape_wants_card(&s));
   cr_expect_str_eq(bml__shape_state_name(BML_SHAPE_CPU), "cpu");
 }
+
+/* ---- the balance, against a simulated card and CPU ------------------------
+ * The card takes o + x / rg seconds for x weights (o: its round trip), the
+ * CPU x / rc; a product of w weights split at share f takes the longer of
+ * the two.  The CPU runs while the card computes, so the card's bound when
+ * it finished first is the CPU's time. */
+typedef struct {
+  double rg, rc, o, w;
+} sim;
+
+static double sim_time(const sim *m, double f) {
+  double tg = f > 0 ? m->o + f * m->w / m->rg : 0, tc = (1 - f) * m->w / m->rc;
+  return tg > tc ? tg : tc;
+}
+
+static double sim_best(const sim *m) {
+  double best = 1e300;
+  for (int i = 0; i <= 100000; i++) {
+    double t = sim_time(m, i / 100000.0);
+    if (t < best) best = t;
+  }
+  return best;
+}
+
+/* One product at the balance's share, learnt from; its time returned. */
+static double sim_step(const sim *m, bml__balance *b, double t_card_scale) {
+  double f = b->share, wg = f * m->w, wc = m->w - wg;
+  double tg = (m->o + wg / m->rg) * t_card_scale, tc = wc / m->rc;
+  bool first = tg <= tc;
+  bml__balance_learn(b, wg, wc, first, first ? tc : tg, tc, m->rc);
+  return tg > tc ? tg : tc;
+}
+
+/* From share `from`, the products' time settles within 10 % of the best
+ * split's (the mean of products 20..59), and gets there within `within`. */
+static void expect_settles(sim m, double from, int within, const char *what) {
+  bml__balance b;
+  bml__balance_init(&b, from);
+  double best = sim_best(&m), sum = 0;
+  int reached = -1;
+  for (int i = 0; i < 60; i++) {
+    double t = sim_step(&m, &b, 1.0);
+    if (reached < 0 && t <= 1.1 * best) reached = i;
+    if (i >= 20) sum += t;
+  }
+  cr_expect(reached >= 0 && reached <= within, "%s from share %.2f: within 10 %% of the best after %d products",
+            what, from, reached);
+  cr_expect_leq(sum / 40, 1.1 * best, "%s from share %.2f: %g s a product against the best %g", what, from,
+                sum / 40, best);
+}
+
+Test(balance, a_card_forty_times_the_cpu_takes_nearly_all_rows) {
+  sim h200 = {.rg = 1.3e13, .rc = 3.3e11, .o = 20e-6, .w = 8.9e9}; /* a bonsai-8b token */
+  for (double from = 0.1; from < 1.0; from += 0.2) expect_settles(h200, from, 8, "a token");
+  bml__balance b;
+  bml__balance_init(&b, 0.6);
+  for (int i = 0; i < 30; i++) sim_step(&h200, &b, 1.0);
+  cr_expect_gt(b.share, 0.95, "share %f", b.share);
+}
+
+Test(balance, devices_of_one_speed_split_about_evenly) {
+  sim igpu = {.rg = 2e11, .rc = 2e11, .o = 50e-6, .w = 6.7e7};
+  for (double from = 0.1; from < 1.0; from += 0.2) expect_settles(igpu, from, 8, "an even pair");
+}
+
+Test(balance, a_slow_card_takes_a_small_part) {
+  sim slow = {.rg = 5e10, .rc = 4e11, .o = 100e-6, .w = 6.7e7};
+  for (double from = 0.1; from < 1.0; from += 0.2) expect_settles(slow, from, 8, "a slow card");
+}
+
+Test(balance, a_round_trip_bound_product_loses_nothing) {
+  /* 4096x4096 on the H200: the card's 25 us are nearly all round trip */
+  sim small = {.rg = 5e12, .rc = 3.4e11, .o = 22e-6, .w = 1.68e7};
+  for (double from = 0.1; from < 1.0; from += 0.2) expect_settles(small, from, 8, "a small product");
+}
+
+Test(balance, one_disturbed_product_is_forgotten) {
+  sim h200 = {.rg = 1.3e13, .rc = 3.3e11, .o = 20e-6, .w = 8.9e9};
+  bml__balance b;
+  bml__balance_init(&b, 0.6);
+  for (int i = 0; i < 30; i++) sim_step(&h200, &b, 1.0);
+  sim_step(&h200, &b, 20.0); /* the card twenty times slower once (another process on it) */
+  cr_expect_lt(b.share, 0.8, "the disturbed product is learnt from: %f", b.share);
+  double best = sim_best(&h200);
+  int back = -1;
+  for (int i = 0; i < 20 && back < 0; i++)
+    if (sim_step(&h200, &b, 1.0) <= 1.1 * best) back = i;
+  cr_expect(back >= 0 && back <= 6, "back within 10 %% of the best after %d products", back);
+}
+
+Test(balance, nothing_is_learnt_without_the_card_or_a_cpu_rate) {
+  bml__balance b;
+  bml__balance_init(&b, 0.5);
+  bml__balance_learn(&b, 0, 100, false, 1.0, 1.0, 1e9);
+  cr_expect_eq(b.share, 0.5, "the card had no part");
+  bml__balance_learn(&b, 100, 0, false, 1.0, 0.0, 0.0);
+  cr_expect_eq(b.share, 0.5, "the CPU had no rows and its rate is unknown");
+  bml__balance_learn(&b, 100, 0, false, 1.0, 0.0, 100.0);
+  cr_expect_eq(b.share, 0.5, "equal rates: an even split");
+  bml__balance_learn(&b, 100, 100, false, 1.0, 100.0, 0.0);
+  cr_expect_float_eq(b.share, 100.0 / 101.0, 1e-12, "the card's 100 a second against the CPU's 1");
+  bml__balance_init(&b, 7.0);
+  cr_expect_eq(b.share, 1.0);
+  bml__balance_init(&b, 0.0);
+  cr_expect_eq(b.share, BML_SHARE_MIN);
+  bml__balance_learn(&b, 1, 1e9, false, 1e9, 1.0, 0.0);
+  cr_expect_eq(b.share, BML_SHARE_MIN, "never below the least share");
+}
+
+Test(balance, a_rest_is_waited_out_when_the_cpu_would_take_longer) {
+  cr_expect(bml__rest_worth_waiting(0.001, 1e9, 1e11), "1 ms of rest against 10 ms on the CPU");
+  cr_expect(!bml__rest_worth_waiting(0.02, 1e9, 1e11), "20 ms of rest against 10 ms on the CPU");
+  cr_expect(!bml__rest_worth_waiting(0.0001, 1e9, 0.0), "the CPU's rate unknown: never wait");
+}
+
+Test(balance, a_held_split_is_close_within_fifteen_percent_of_the_time) {
+  cr_expect(bml__split_close(1000, 500, 500));
+  cr_expect(bml__split_close(1000, 500, 560), "the CPU's part 440 of 500: 13.6 %");
+  cr_expect(!bml__split_close(1000, 500, 570), "the CPU's part 430 of 500: 16.3 %");
+  cr_expect(bml__split_close(1000, 500, 435), "the card's part 500 of 435: 14.9 %");
+  cr_expect(!bml__split_close(1000, 500, 430), "the card's part 500 of 430: 16.3 %");
+  cr_expect(!bml__split_close(1000, 990, 1000), "the CPU's part from nothing");
+  cr_expect(bml__split_close(1000, 1000, 990), "the card alone for 99 %");
+  cr_expect(!bml__split_close(1000, 0, 10) && !bml__split_close(1000, 10, 0), "the card's part from or to nothing");
+}

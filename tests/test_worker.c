@@ -367,6 +367,62 @@ Test(worker, a_resting_card_sends_products_to_the_cpu) {
   bml_worker_close(w);
 }
 
+Test(worker, a_rest_shorter_than_the_cpu_would_take_is_waited_out) {
+  bml_worker *w = open_worker("0.5");
+  cr_assert_eq(bml_worker_set_limit(w, 0.5), 0); /* rest d after each dispatch of d */
+  bml__worker_hooks h = {.kernel = BML_KERNEL_COUNT, .cpu_rate = 1.0}; /* the CPU: one weight a second */
+  bml__worker_set_hooks(w, &h);
+  matrix m = make(2048, 4096, 5, true);
+  double rests = 0; /* what was left of the rests when each product came */
+  for (int i = 0; i < 4; i++) {
+    double left = bml__worker_limiter(w)->rest_until - bml__now();
+    rests += left > 0 ? left : 0;
+    expect_exact(w, &m, "m"); /* back to back: each after the first meets a rest */
+  }
+  json_t *j = status(w);
+  cr_expect_eq(field(j, "products_on_card"), 4, "card products: %lld", field(j, "products_on_card"));
+  cr_expect_eq(field(j, "products_on_cpu_resting"), 0);
+  cr_expect_eq(field(j, "rests_waited"), 3);
+  double rest = json_real_value(json_object_get(json_object_get(j, "seconds"), "rest"));
+  cr_expect(rests > 0 && rest >= 0.9 * rests, "waited %g s for rests of %g s", rest, rests);
+  json_decref(j);
+  unmake(&m);
+  bml_worker_close(w);
+}
+
+/* Batches of one product of m at a balance of `share` (learning held), and
+ * the rows the card holds after each. */
+static void held_after(bml_worker *w, matrix *m, double share, int count, const size_t *want) {
+  bml__worker_set_share_calibrated(w, share);
+  bml_product one = {"m", m->w, m->rows, m->n, m->a, m->got};
+  for (int i = 0; i < count; i++) {
+    cr_assert_eq(bml_worker_mat_vec_batch(w, &one, 1), 0);
+    cr_assert_lt(bml__first_difference(m->want, m->got, m->rows), 0, "share %.2f, batch %d differs", share, i);
+    cr_expect_eq(bml__worker_held_rows(w, "m"), want[i], "share %.2f, batch %d: the card holds %zu rows, not %zu",
+                 share, i, bml__worker_held_rows(w, "m"), want[i]);
+  }
+}
+
+Test(worker, a_held_matrix_moves_only_for_a_lasting_far_split) {
+  bml_worker *w = open_worker("0.5");
+  cr_assert_eq(bml_worker_set_limit(w, 1.0), 0);
+  bml__worker_hooks h = {.kernel = BML_KERNEL_COUNT, .hold_balance = true};
+  bml__worker_set_hooks(w, &h);
+  matrix m = make(1000, 1024, 21, true);
+  held_after(w, &m, 0.5, 1, (size_t[]){500});
+  held_after(w, &m, 0.53, 3, (size_t[]){500, 500, 500}); /* 530 wanted: the CPU's part 6 % smaller */
+  held_after(w, &m, 0.45, 3, (size_t[]){500, 500, 500}); /* 450: the card's part 11 % larger */
+  held_after(w, &m, 0.9, 4, (size_t[]){500, 500, 900, 900}); /* far: the third in a row moves it */
+  held_after(w, &m, 0.5, 1, (size_t[]){900});
+  held_after(w, &m, 0.9, 1, (size_t[]){900}); /* a far wish between close ones: no strike stays */
+  held_after(w, &m, 0.5, 2, (size_t[]){900, 900});
+  held_after(w, &m, 0.9, 1, (size_t[]){900});
+  held_after(w, &m, 1.0, 3, (size_t[]){900, 900, 1000}); /* the CPU's part to nothing is far */
+  held_after(w, &m, 0.99, 2, (size_t[]){1000, 1000});   /* the card's part 1 % larger */
+  unmake(&m);
+  bml_worker_close(w);
+}
+
 Test(worker, opencl_errors_give_rows_to_the_cpu_and_retire_the_card) {
   bml_worker *w = open_worker("0.6");
   cr_assert_eq(bml_worker_set_limit(w, 1.0), 0);
@@ -668,6 +724,54 @@ static void expect_layer(layer *l) {
 
 static void unmake_layer(layer *l) {
   for (int i = 0; i < 8; i++) unmake(&l->m[i]);
+}
+
+/* The share of the one shape of `status`, and of its one kind of batch. */
+static void learnt_shares(json_t *j, double *shape, double *kind) {
+  json_t *shapes = json_object_get(j, "shapes"), *batches = json_object_get(j, "batches");
+  cr_assert(json_is_array(shapes) && json_is_array(batches), "status has no shapes or batches");
+  *shape = *kind = -1;
+  for (size_t i = 0; i < json_array_size(shapes); i++)
+    if (json_integer_value(json_object_get(json_array_get(shapes, i), "rows")) == 1024)
+      *shape = json_real_value(json_object_get(json_array_get(shapes, i), "share"));
+  cr_assert_eq(json_array_size(batches), 1, "kinds of batches: %zu", json_array_size(batches));
+  json_t *k = json_array_get(batches, 0);
+  cr_expect_eq(json_integer_value(json_object_get(k, "products")), 8);
+  *kind = json_real_value(json_object_get(k, "share"));
+}
+
+Test(worker, each_shape_and_kind_of_batch_learns_its_share) {
+  bml_worker *w = open_worker("0.5");
+  cr_assert_eq(bml_worker_set_limit(w, 1.0), 0);
+  bml__worker_set_share_calibrated(w, 0.5);
+  matrix m = make(1024, 2048, 12, true);
+  layer l;
+  make_layer(&l, 256, 60);
+  for (int i = 0; i < 8; i++) {
+    expect_exact(w, &m, "m");
+    cr_assert_eq(bml_worker_mat_vec_batch(w, l.p, 8), 0);
+    expect_layer(&l);
+  }
+  json_t *j = status(w);
+  double shape, kind;
+  learnt_shares(j, &shape, &kind);
+  cr_expect(shape >= BML_SHARE_MIN && shape <= 1.0 && shape != 0.5, "the shape's share %f: nothing learnt", shape);
+  cr_expect(kind >= BML_SHARE_MIN && kind <= 1.0 && kind != 0.5, "the batch's share %f: nothing learnt", kind);
+  cr_expect_float_eq(json_real_value(json_object_get(j, "share")), 0.5, 1e-12, "the open's share stays");
+  json_decref(j);
+  /* a fixed share is the one every product takes */
+  cr_assert_eq(bml_worker_set_share(w, 0.25), 0);
+  cr_assert_eq(bml_worker_mat_vec_batch(w, l.p, 8), 0);
+  expect_layer(&l);
+  expect_exact(w, &m, "m");
+  j = status(w);
+  learnt_shares(j, &shape, &kind);
+  cr_expect_eq(shape, 0.25);
+  cr_expect_eq(kind, 0.25);
+  json_decref(j);
+  unmake_layer(&l);
+  unmake(&m);
+  bml_worker_close(w);
 }
 
 Test(worker, a_batch_with_groups_gives_the_cpu_bits) {
