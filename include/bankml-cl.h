@@ -357,9 +357,9 @@ typedef struct {
  * computed over their concatenated card rows; the CPU pool computes the
  * other rows meanwhile.  The bits are
  * those of count calls of bml_worker_mat_vec.  A batch uses the share its kind
- * (its count, first shape and sums of rows and weights) has learnt, and
- * the per-shape decisions made by single products; its products are not
- * per-shape timings.  Returns 0 or what bml_worker_mat_vec returns for
+ * (its count, first shape and sums of rows and weights) has learnt, not
+ * the per-shape decisions made by single products (which their round
+ * trips make); its products are not per-shape timings.  Returns 0 or what bml_worker_mat_vec returns for
  * the first product that is refused (then nothing was computed). */
 BML_EXTERN int bml_worker_mat_vec_batch(bml_worker *w, const bml_product *products, size_t count);
 

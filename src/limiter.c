@@ -1,6 +1,7 @@
 /* limiter.c -- the limiter on the card's memory and time, and the per-shape card-or-CPU decision: plain logic, no OpenCL. */
 #include "limiter.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -72,12 +73,11 @@ void bml__balance_learn(bml__balance *b, double wg, double wc, bool card_first, 
   b->share = share < BML_SHARE_MIN ? BML_SHARE_MIN : share > 1.0 ? 1.0 : share;
 }
 
-bool bml__split_close(size_t rows, size_t held, size_t want) {
-  if (held == want) return true;
-  if (held == 0 || want == 0 || want >= rows) return false; /* the card's part from or to nothing, the CPU's to nothing */
+double bml__split_loss(size_t rows, size_t held, size_t want) {
+  if (held == want) return 0.0;
+  if (held == 0 || want == 0 || want >= rows) return HUGE_VAL; /* the card's part from or to nothing, the CPU's from it */
   double h = (double)held, d = (double)want;
-  double loss = h > d ? (h - d) / d : (d - h) / ((double)rows - d);
-  return loss <= BML_HELD_LOSS;
+  return h > d ? (h - d) / d : (d - h) / ((double)rows - d);
 }
 
 bool bml__rest_worth_waiting(double rest_left, double weights, double cpu_rate) {

@@ -66,13 +66,15 @@ void bml__balance_init(bml__balance *b, double share);
 void bml__balance_learn(bml__balance *b, double wg, double wc, bool card_first, double t_card, double t_cpu,
                         double cpu_rate);
 
-/* Is a product's split with `held` of its rows on the card close enough to
- * the `want` rows the balance asks for to keep the matrix the card holds
- * (another split uploads it again)?  Yes when the held split costs at most
- * BML_HELD_LOSS of the wanted one's time: the card's part grows by at most
- * that, or the CPU's part. */
+/* What a product's split with `held` of its rows on the card costs over
+ * the `want` rows the balance asks for, as a part of the wanted split's
+ * time: how much the card's part, or the CPU's, grows (HUGE_VAL where a
+ * device's part grows from nothing, or the card's shrinks to nothing). */
+double bml__split_loss(size_t rows, size_t held, size_t want);
+/* The matrix the card holds is kept (another split uploads it again) while
+ * the loss is at most BML_HELD_LOSS; beyond BML_HELD_FAR it moves at once. */
 #define BML_HELD_LOSS 0.15
-bool bml__split_close(size_t rows, size_t held, size_t want);
+#define BML_HELD_FAR 1.0
 
 /* Should a submission that arrives while the card rests wait for the rest
  * to end (the card then takes its part as usual) rather than run whole on

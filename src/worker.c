@@ -83,6 +83,7 @@ typedef struct {
   bool uploaded; /* a matrix went to the card: its time is no measure of the card's rate */
   double begin_time, dispatch_time;
   double ready_time; /* the card's part enqueued: the CPU's part starts */
+  double seen_busy, seen_done; /* a batch's CPU part looked at the card: when it last saw it at work, when done (0: not) */
   uint64_t act_bytes, nrec, out_rows; /* the card's activations, records and results, as planned */
 } submission;
 
@@ -387,8 +388,8 @@ static size_t want_rows(bml_worker *w, submission *s, size_t first, size_t count
   *decided = false;
   for (size_t i = first; i < first + count; i++) {
     const bml_product *p = &s->p[i];
-    bml__shape *sh = s->shape ? s->shape : find_shape(w, p->rows, p->n);
-    bool card = w->share_fixed || !sh || (s->shape ? bml__shape_wants_card(sh) : sh->state != BML_SHAPE_CPU);
+    /* a single product follows its shape's calibration; a batch, its kind's balance alone */
+    bool card = w->share_fixed || !s->shape || bml__shape_wants_card(s->shape);
     *decided |= !card;
     s->card_rows[i] = card ? rows_for(w, s, p->rows) : 0;
     total += s->card_rows[i];
@@ -399,25 +400,28 @@ static size_t want_rows(bml_worker *w, submission *s, size_t first, size_t count
 /* Counts the products of a group that run on the CPU, by reason. */
 static void count_cpu(uint64_t *counter, size_t count) { *counter += count; }
 
-/* STRIKES products in a row whose balance asks for a split far from the
- * one the card holds upload the matrix again with it: a balance that
- * probes a step beyond its mark and back does not, a change that lasts
- * does. */
+/* STRIKES products in a row whose balance asks for a split beyond
+ * BML_HELD_LOSS from the one the card holds upload the matrix again with
+ * it: a balance that probes a step past its mark and back does not, a
+ * change that lasts does; one beyond BML_HELD_FAR moves it at once. */
 #define STRIKES 3
 
 /* The group's card rows: the ones its matrix holds on the card when the
- * balance's wish is close to them (bml__split_close) or not yet far for
- * STRIKES products in a row; else the wish.  Returns their sum. */
+ * balance's wish is close to them or not yet far for STRIKES products in a
+ * row; else the wish.  Returns their sum. */
 static size_t keep_held(bml_worker *w, submission *s, const group *g, size_t total) {
   entry *e = known_entry(w, s->p + g->first, g->count);
   if (!e || !e->m.nchunks || w->share_fixed) return total;
-  bool close = true, same_parts = true;
+  double loss = 0;
+  bool same_parts = true;
   for (size_t i = 0; i < g->count; i++) {
     size_t want = s->card_rows[g->first + i], held = e->held[i];
-    close &= bml__split_close(s->p[g->first + i].rows, held, want);
+    double l = bml__split_loss(s->p[g->first + i].rows, held, want);
+    if (l > loss) loss = l;
     same_parts &= (want > 0) == (held > 0);
   }
-  if (!same_parts || (!close && ++e->strikes >= STRIKES)) {
+  bool close = loss <= BML_HELD_LOSS;
+  if (!same_parts || loss > BML_HELD_FAR || (!close && ++e->strikes >= STRIKES)) {
     e->strikes = 0;
     return total;
   }
@@ -836,8 +840,9 @@ static void scatter(bml_worker *w, const submission *s, const readback *rb) {
 
 /* What a submission that ran teaches: the CPU's rate, and the balance of
  * its shape or kind (unless the share is fixed).  t_card: from the
- * dispatch to the card's last result (card_first: to the CPU being done);
- * t_cpu: from the card's part enqueued to the CPU's part done. */
+ * dispatch to the card's last result (card_first: it finished first and
+ * t_card is only a bound); t_cpu: from the card's part enqueued to the
+ * CPU's part done. */
 static void learn(bml_worker *w, const submission *s, bool card_first, double t_card, double t_cpu) {
   double wg = 0, wc = 0;
   for (size_t i = 0; i < s->count; i++) {
@@ -850,8 +855,8 @@ static void learn(bml_worker *w, const submission *s, bool card_first, double t_
   double before = s->balance->share;
   bml__balance_learn(s->balance, wg, wc, card_first, t_card, t_cpu, cpu_rate);
   if (fabs(s->balance->share - before) >= 0.005)
-    bml__debug(BML_CAT_WORKER, "share %.3f -> %.3f: the card %.3f ms for %.0f%% (%s), the CPU %.3f ms", before,
-               s->balance->share, t_card * 1e3, 100 * wg / (wg + wc), card_first ? "first, at most" : "last",
+    bml__debug(BML_CAT_WORKER, "share %.3f -> %.3f: the card %s %.3f ms for %.0f%%, the CPU %.3f ms", before,
+               s->balance->share, card_first ? "first, at most" : "took", t_card * 1e3, 100 * wg / (wg + wc),
                t_cpu * 1e3);
 }
 
@@ -902,7 +907,13 @@ static int complete(bml_worker *w, submission *s) {
     } else {
       w->count.on_card += on_card;
       w->errors_in_row = 0;
-      learn(w, s, card_first, (card_first ? arrived : busy) - s->dispatch_time, arrived - s->ready_time);
+      /* the card's time: measured (it finished last, or the CPU saw it
+       * done within a quarter of it), or bounded (by when the CPU saw it
+       * done, or was done itself) */
+      double end = !card_first ? busy : s->seen_done > 0 ? s->seen_done : arrived;
+      double since = s->seen_busy > s->dispatch_time ? s->seen_busy : s->dispatch_time;
+      bool measured = !card_first || (s->seen_done > 0 && s->seen_done - since <= 0.25 * (end - s->dispatch_time));
+      learn(w, s, !measured, end - s->dispatch_time, arrived - s->ready_time);
     }
   } else
     learn(w, s, false, 0.0, arrived - s->ready_time); /* the CPU's rate alone */
@@ -913,8 +924,27 @@ static int complete(bml_worker *w, submission *s) {
 }
 
 /* The CPU's rows of every product, on the pool. */
-static int cpu_rows(bml_worker *w, const submission *s) {
+/* Between a batch's products the CPU looks at the card's last read (at
+ * most every WATCH_EVERY seconds, until it is done): when the card finishes
+ * first, its time is then known within the CPU's step rather than bounded
+ * by the CPU's whole part. */
+#define WATCH_EVERY 20e-6
+
+static void watch_card(submission *s) {
+  if (!s->on_card || !s->nreads || s->seen_done > 0) return;
+  double now = bml__now();
+  if (now - s->seen_busy < WATCH_EVERY) return;
+  cl_int state = CL_QUEUED;
+  if (clGetEventInfo(s->reads[s->nreads - 1].done, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof state, &state, NULL) !=
+      CL_SUCCESS)
+    return;
+  if (state == CL_COMPLETE) s->seen_done = now;
+  else s->seen_busy = now;
+}
+
+static int cpu_rows(bml_worker *w, submission *s) {
   for (size_t i = 0; i < s->count; i++) {
+    watch_card(s);
     const bml_product *p = &s->p[i];
     size_t r0 = s->card_rows[i];
     if (r0 >= p->rows) continue;

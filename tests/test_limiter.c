@@ -1,6 +1,8 @@
 /* test_limiter.c -- the limiter and the per-shape decision as plain logic: time and memory passed in. */
 #include <criterion/criterion.h>
 
+#include <math.h>
+
 #include "limiter.h"
 
 Test(limiter, limit_is_clamped) {
@@ -239,13 +241,14 @@ Test(balance, a_rest_is_waited_out_when_the_cpu_would_take_longer) {
   cr_expect(!bml__rest_worth_waiting(0.0001, 1e9, 0.0), "the CPU's rate unknown: never wait");
 }
 
-Test(balance, a_held_split_is_close_within_fifteen_percent_of_the_time) {
-  cr_expect(bml__split_close(1000, 500, 500));
-  cr_expect(bml__split_close(1000, 500, 560), "the CPU's part 440 of 500: 13.6 %");
-  cr_expect(!bml__split_close(1000, 500, 570), "the CPU's part 430 of 500: 16.3 %");
-  cr_expect(bml__split_close(1000, 500, 435), "the card's part 500 of 435: 14.9 %");
-  cr_expect(!bml__split_close(1000, 500, 430), "the card's part 500 of 430: 16.3 %");
-  cr_expect(!bml__split_close(1000, 990, 1000), "the CPU's part from nothing");
-  cr_expect(bml__split_close(1000, 1000, 990), "the card alone for 99 %");
-  cr_expect(!bml__split_close(1000, 0, 10) && !bml__split_close(1000, 10, 0), "the card's part from or to nothing");
+Test(balance, a_held_split_costs_what_its_larger_part_grows) {
+  cr_expect_eq(bml__split_loss(1000, 500, 500), 0.0);
+  cr_expect_float_eq(bml__split_loss(1000, 500, 560), 60.0 / 440.0, 1e-12, "the CPU's part 500 for 440");
+  cr_expect_float_eq(bml__split_loss(1000, 500, 435), 65.0 / 435.0, 1e-12, "the card's part 500 for 435");
+  cr_expect_float_eq(bml__split_loss(1000, 1000, 990), 10.0 / 990.0, 1e-12, "the card alone for 99 %%");
+  cr_expect_eq(bml__split_loss(1000, 990, 1000), HUGE_VAL, "the CPU's part from nothing");
+  cr_expect_eq(bml__split_loss(1000, 0, 10), HUGE_VAL, "the card's part from nothing");
+  cr_expect_eq(bml__split_loss(1000, 10, 0), HUGE_VAL, "the card's part to nothing");
+  cr_expect(bml__split_loss(1000, 500, 560) <= BML_HELD_LOSS && bml__split_loss(1000, 500, 570) > BML_HELD_LOSS);
+  cr_expect(bml__split_loss(1000, 530, 980) > BML_HELD_FAR, "a token's split far from its wish moves at once");
 }
