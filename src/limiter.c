@@ -40,8 +40,12 @@ void bml__limiter_drop(bml__limiter *l, uint64_t bytes) {
   l->allocated = bytes > l->allocated ? 0 : l->allocated - bytes;
 }
 
+static double share_clamp(double share) {
+  return share < BML_SHARE_MIN ? BML_SHARE_MIN : share >= BML_SHARE_ALONE ? 1.0 : share;
+}
+
 void bml__balance_init(bml__balance *b, double share) {
-  b->share = share < BML_SHARE_MIN ? BML_SHARE_MIN : share > 1.0 ? 1.0 : share;
+  b->share = share_clamp(share);
   b->card_rate = 0.0;
   b->step = 0.0;
 }
@@ -69,8 +73,7 @@ void bml__balance_learn(bml__balance *b, double wg, double wc, bool card_first, 
     b->step = 0.0;
     b->card_rate = measured;
   }
-  double share = b->card_rate / (b->card_rate + rc);
-  b->share = share < BML_SHARE_MIN ? BML_SHARE_MIN : share > 1.0 ? 1.0 : share;
+  b->share = share_clamp(b->card_rate / (b->card_rate + rc));
 }
 
 double bml__split_loss(size_t rows, size_t held, size_t want) {

@@ -40,6 +40,8 @@ typedef struct {
   bml__card_matrix m;
   bool cpu_only;       /* an allocation failed: this entry stays on the CPU */
   int strikes;         /* products in a row whose balance asked for a split far from the held one */
+  unsigned moves;      /* times the balance moved it (uploaded it again with another split) */
+  size_t since_move;   /* products planned since it was uploaded */
 } entry;
 
 /* One group of the submission in flight. */
@@ -376,6 +378,7 @@ static int ensure_uploaded(bml_worker *w, entry *e, const size_t *want, uint64_t
   memcpy(e->held, want, e->nmembers * sizeof *want);
   sync_allocated(w);
   w->cur.uploaded = true;
+  e->since_move = 0;
   return 0;
 }
 
@@ -403,15 +406,22 @@ static void count_cpu(uint64_t *counter, size_t count) { *counter += count; }
 /* STRIKES products in a row whose balance asks for a split beyond
  * BML_HELD_LOSS from the one the card holds upload the matrix again with
  * it: a balance that probes a step past its mark and back does not, a
- * change that lasts does; one beyond BML_HELD_FAR moves it at once. */
+ * change that lasts does; one beyond BML_HELD_FAR moves it at once.  But
+ * after its first move a matrix moves again only COOLDOWN << (its moves
+ * so far less one, at most 8) products after its last upload: a balance
+ * that keeps moving (a noisy host) uploads it a number of times that grows
+ * with the log of the products, not with them (on the H200 a 1.18 GB
+ * token moved at every product took 3 s). */
 #define STRIKES 3
+#define COOLDOWN 4
 
 /* The group's card rows: the ones its matrix holds on the card when the
- * balance's wish is close to them or not yet far for STRIKES products in a
- * row; else the wish.  Returns their sum. */
+ * balance's wish is close to them or not yet far (STRIKES, COOLDOWN);
+ * else the wish.  Returns their sum. */
 static size_t keep_held(bml_worker *w, submission *s, const group *g, size_t total) {
   entry *e = known_entry(w, s->p + g->first, g->count);
   if (!e || !e->m.nchunks || w->share_fixed) return total;
+  e->since_move++;
   double loss = 0;
   bool same_parts = true;
   for (size_t i = 0; i < g->count; i++) {
@@ -421,8 +431,11 @@ static size_t keep_held(bml_worker *w, submission *s, const group *g, size_t tot
     same_parts &= (want > 0) == (held > 0);
   }
   bool close = loss <= BML_HELD_LOSS;
-  if (!same_parts || loss > BML_HELD_FAR || (!close && ++e->strikes >= STRIKES)) {
+  bool far = loss > BML_HELD_FAR || (!close && ++e->strikes >= STRIKES);
+  bool cooled = e->moves == 0 || e->since_move >= ((size_t)COOLDOWN << (e->moves - 1 < 8 ? e->moves - 1 : 8));
+  if (!same_parts || (far && cooled)) {
     e->strikes = 0;
+    e->moves += same_parts;
     return total;
   }
   if (close) e->strikes = 0;

@@ -225,8 +225,10 @@ Test(balance, nothing_is_learnt_without_the_card_or_a_cpu_rate) {
   cr_expect_eq(b.share, 0.5, "the CPU had no rows and its rate is unknown");
   bml__balance_learn(&b, 100, 0, false, 1.0, 0.0, 100.0);
   cr_expect_eq(b.share, 0.5, "equal rates: an even split");
+  bml__balance_learn(&b, 100, 100, false, 25.0, 100.0, 0.0);
+  cr_expect_float_eq(b.share, 0.8, 1e-12, "the card's 4 a second against the CPU's 1");
   bml__balance_learn(&b, 100, 100, false, 1.0, 100.0, 0.0);
-  cr_expect_float_eq(b.share, 100.0 / 101.0, 1e-12, "the card's 100 a second against the CPU's 1");
+  cr_expect_eq(b.share, 1.0, "the card's 100 a second against the CPU's 1: the CPU's part is not worth it");
   bml__balance_init(&b, 7.0);
   cr_expect_eq(b.share, 1.0);
   bml__balance_init(&b, 0.0);

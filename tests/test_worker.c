@@ -403,7 +403,7 @@ static void held_after(bml_worker *w, matrix *m, double share, int count, const 
   }
 }
 
-Test(worker, a_held_matrix_moves_for_a_lasting_or_a_very_far_split) {
+Test(worker, a_held_matrix_moves_for_a_lasting_or_a_very_far_split_and_ever_more_rarely) {
   bml_worker *w = open_worker("0.5");
   cr_assert_eq(bml_worker_set_limit(w, 1.0), 0);
   bml__worker_hooks h = {.kernel = BML_KERNEL_COUNT, .hold_balance = true};
@@ -417,10 +417,17 @@ Test(worker, a_held_matrix_moves_for_a_lasting_or_a_very_far_split) {
   held_after(w, &m, 0.6, 1, (size_t[]){600}); /* a close wish between far ones: no strike stays */
   held_after(w, &m, 0.5, 2, (size_t[]){600, 600});
   held_after(w, &m, 0.6, 1, (size_t[]){600});
-  held_after(w, &m, 0.95, 1, (size_t[]){950}); /* the CPU's 400 rows for 50: moved at once */
-  held_after(w, &m, 1.0, 1, (size_t[]){1000}); /* the CPU's part to nothing */
-  held_after(w, &m, 0.99, 2, (size_t[]){1000, 1000}); /* the card's part 1 % larger */
-  held_after(w, &m, 0.2, 1, (size_t[]){200});
+  /* 0.96 is the card alone; far (the CPU's part to nothing), but a second
+   * move waits for 4 products since the first (7 since: at once) */
+  held_after(w, &m, 0.96, 1, (size_t[]){1000});
+  held_after(w, &m, 0.9, 1, (size_t[]){1000}); /* the card's part 11 % larger */
+  /* the card's 1000 rows for 200 are far, but a third move waits for 8
+   * products since the second */
+  held_after(w, &m, 0.2, 7, (size_t[]){1000, 1000, 1000, 1000, 1000, 1000, 200});
+  /* and a fourth for 16 */
+  size_t want[16];
+  for (int i = 0; i < 16; i++) want[i] = i < 15 ? 200 : 1000;
+  held_after(w, &m, 1.0, 16, want);
   unmake(&m);
   bml_worker_close(w);
 }
