@@ -41,6 +41,7 @@ typedef struct {
   bool cpu_only;       /* an allocation failed: this entry stays on the CPU */
   int strikes;         /* products in a row whose balance asked for a split far from the held one */
   unsigned moves;      /* times the balance moved it (uploaded it again with another split) */
+  int last_dir;        /* the last move's direction: +1 the card's part grew, -1 it shrank */
   size_t since_move;   /* products planned since it was uploaded */
 } entry;
 
@@ -407,11 +408,12 @@ static void count_cpu(uint64_t *counter, size_t count) { *counter += count; }
  * BML_HELD_LOSS from the one the card holds upload the matrix again with
  * it: a balance that probes a step past its mark and back does not, a
  * change that lasts does; one beyond BML_HELD_FAR moves it at once.  But
- * after its first move a matrix moves again only COOLDOWN << (its moves
- * so far less one, at most 8) products after its last upload: a balance
- * that keeps moving (a noisy host) uploads it a number of times that grows
- * with the log of the products, not with them (on the H200 a 1.18 GB
- * token moved at every product took 3 s). */
+ * a move back (the other way from the last one) waits until COOLDOWN <<
+ * (the moves so far less one, at most 8) products after the last upload:
+ * a balance that swings (a noisy host) uploads the matrix a number of
+ * times that grows with the log of the products, not with them (on the
+ * H200 a 1.18 GB token moved at nearly every product took 3 s), while one
+ * that converges moves it at once each time. */
 #define STRIKES 3
 #define COOLDOWN 4
 
@@ -424,18 +426,22 @@ static size_t keep_held(bml_worker *w, submission *s, const group *g, size_t tot
   e->since_move++;
   double loss = 0;
   bool same_parts = true;
+  size_t wanted = 0, held_all = 0;
   for (size_t i = 0; i < g->count; i++) {
     size_t want = s->card_rows[g->first + i], held = e->held[i];
+    wanted += want, held_all += held;
     double l = bml__split_loss(s->p[g->first + i].rows, held, want);
     if (l > loss) loss = l;
     same_parts &= (want > 0) == (held > 0);
   }
   bool close = loss <= BML_HELD_LOSS;
   bool far = loss > BML_HELD_FAR || (!close && ++e->strikes >= STRIKES);
-  bool cooled = e->moves == 0 || e->since_move >= ((size_t)COOLDOWN << (e->moves - 1 < 8 ? e->moves - 1 : 8));
+  int dir = wanted > held_all ? 1 : -1;
+  bool cooled = e->moves == 0 || dir == e->last_dir ||
+                e->since_move >= ((size_t)COOLDOWN << (e->moves - 1 < 8 ? e->moves - 1 : 8));
   if (!same_parts || (far && cooled)) {
     e->strikes = 0;
-    e->moves += same_parts;
+    if (same_parts) e->moves++, e->last_dir = dir;
     return total;
   }
   if (close) e->strikes = 0;

@@ -413,21 +413,20 @@ Test(worker, a_held_matrix_moves_for_a_lasting_or_a_very_far_split_and_ever_more
   held_after(w, &m, 0.53, 3, (size_t[]){500, 500, 500}); /* 530 wanted: the CPU's part 6 % smaller */
   held_after(w, &m, 0.45, 3, (size_t[]){500, 500, 500}); /* 450: the card's part 11 % larger */
   held_after(w, &m, 0.6, 4, (size_t[]){500, 500, 600, 600}); /* 25 %: the third in a row moves it */
-  held_after(w, &m, 0.5, 1, (size_t[]){600});
-  held_after(w, &m, 0.6, 1, (size_t[]){600}); /* a close wish between far ones: no strike stays */
-  held_after(w, &m, 0.5, 2, (size_t[]){600, 600});
-  held_after(w, &m, 0.6, 1, (size_t[]){600});
-  /* 0.96 is the card alone; far (the CPU's part to nothing), but a second
-   * move waits for 4 products since the first (7 since: at once) */
-  held_after(w, &m, 0.96, 1, (size_t[]){1000});
-  held_after(w, &m, 0.9, 1, (size_t[]){1000}); /* the card's part 11 % larger */
-  /* the card's 1000 rows for 200 are far, but a third move waits for 8
-   * products since the second */
-  held_after(w, &m, 0.2, 7, (size_t[]){1000, 1000, 1000, 1000, 1000, 1000, 200});
-  /* and a fourth for 16 */
+  held_after(w, &m, 0.85, 1, (size_t[]){850}); /* the CPU's 400 rows for 150: on the same way, at once */
+  held_after(w, &m, 0.5, 1, (size_t[]){850});  /* 70 %: a strike */
+  held_after(w, &m, 0.85, 1, (size_t[]){850}); /* a close wish between far ones: no strike stays */
+  held_after(w, &m, 0.5, 2, (size_t[]){850, 850});
+  held_after(w, &m, 0.85, 1, (size_t[]){850});
+  /* the card's 850 rows for 200 are far, but a move back waits for 8
+   * products since the last upload (the second move's), 5 so far */
+  held_after(w, &m, 0.2, 3, (size_t[]){850, 850, 200});
+  /* 0.96 is the card alone, far (the CPU's part to nothing); back again,
+   * it waits for 16 */
   size_t want[16];
   for (int i = 0; i < 16; i++) want[i] = i < 15 ? 200 : 1000;
-  held_after(w, &m, 1.0, 16, want);
+  held_after(w, &m, 0.96, 16, want);
+  held_after(w, &m, 0.9, 1, (size_t[]){1000}); /* the card's part 11 % larger */
   unmake(&m);
   bml_worker_close(w);
 }
