@@ -58,22 +58,25 @@ void bml__balance_learn(bml__balance *b, double wg, double wc, bool card_first, 
   if (!(wg > 0.0) || !(t_card > 0.0)) return;
   double rc = wc > 0.0 && t_cpu > 0.0 ? wc / t_cpu : cpu_rate;
   if (!(rc > 0.0)) return;
-  double measured = wg / t_card;
+  double measured = wg / t_card, rate = measured;
   if (card_first) {
     /* at least as fast as the bound says and as this split balanced (the
      * card's head start, its enqueueing, can make the bound the weaker),
-     * and a step faster than believed */
-    double balanced = wc > 0.0 ? rc * wg / wc : measured, known = b->card_rate;
-    if (measured > known) known = measured;
-    if (balanced > known) known = balanced;
+     * and a step faster.  The step multiplies what this submission shows,
+     * not the rate believed before: a card that keeps finishing first
+     * while the CPU's time does not follow the share (a group the limiter
+     * keeps on the CPU) would make that grow without bound. */
+    double balanced = wc > 0.0 ? rc * wg / wc : measured;
+    if (balanced > rate) rate = balanced;
     b->step = b->step > 0.0 ? b->step * 2.0 : BALANCE_STEP_FIRST;
     if (b->step > BALANCE_STEP_MAX) b->step = BALANCE_STEP_MAX;
-    b->card_rate = known * b->step;
-  } else {
+    rate *= b->step;
+  } else
     b->step = 0.0;
-    b->card_rate = measured;
-  }
-  b->share = share_clamp(b->card_rate / (b->card_rate + rc));
+  double share = rate / (rate + rc);
+  if (!isfinite(rate) || !(share == share)) return; /* an overflow teaches nothing */
+  b->card_rate = rate;
+  b->share = share_clamp(share);
 }
 
 double bml__split_loss(size_t rows, size_t held, size_t want) {

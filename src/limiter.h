@@ -43,7 +43,7 @@ void bml__limiter_drop(bml__limiter *l, uint64_t bytes);
  * it computed over the time from the dispatch to its last result) and the
  * share that makes both finish together follows from the two rates; when
  * it finished first it was at least as fast as that split needed, so the
- * card is taken for faster than that (or than believed) by a step that
+ * card is taken for faster than that by a step that
  * grows while it keeps finishing first (1.25, 2.5, 5, ... at most 16) and
  * starts again once it does not.  A fast card reaches its part in a few
  * products; two devices of one speed settle around an even split.  A share

@@ -43,6 +43,7 @@ typedef struct {
   unsigned moves;      /* times the balance moved it (uploaded it again with another split) */
   int last_dir;        /* the last move's direction: +1 the card's part grew, -1 it shrank */
   size_t since_move;   /* products planned since it was uploaded */
+  size_t held_sum;     /* its card rows when dropped for a move (the move's direction) */
 } entry;
 
 /* One group of the submission in flight. */
@@ -84,6 +85,10 @@ typedef struct {
   bml__balance *balance; /* where its share comes from and what it teaches (NULL: the open's share) */
   bool timed;
   bool uploaded; /* a matrix went to the card: its time is no measure of the card's rate */
+  bool forced;   /* a group the card was to take ran on the CPU (memory, offsets, an error): the CPU's
+                    time does not follow the share */
+  bool own_cpu;  /* the worker computes the CPU's rows (not the caller of bml_worker_begin): their
+                    time is known */
   double begin_time, dispatch_time;
   double ready_time; /* the card's part enqueued: the CPU's part starts */
   double seen_busy, seen_done; /* a batch's CPU part looked at the card: when it last saw it at work, when done (0: not) */
@@ -114,6 +119,7 @@ typedef struct {
 typedef struct {
   size_t count, rows0, n0, rows;
   double weights;
+  uint64_t used; /* the submission that last used it (the least recent makes room) */
   bml__balance balance;
 } batch_kind;
 
@@ -132,7 +138,7 @@ struct bml_worker {
   bml__shape *shapes;
   size_t nshapes, shapes_cap;
   batch_kind kinds[KINDS_MAX];
-  size_t nkinds; /* kinds seen; the next new one takes slot nkinds % KINDS_MAX */
+  size_t nkinds; /* kinds known, at most KINDS_MAX */
   double cpu_rate; /* the CPU's weights a second, as last measured (0: not yet) */
   bml_product single; /* the product of bml_worker_begin */
   size_t *card_rows, card_rows_cap;
@@ -219,12 +225,21 @@ static uint64_t staging_growth(const bml_worker *w, uint64_t in_bytes, uint64_t 
   return staging_copies(w) * ((a > w->acts.size ? a - w->acts.size : 0) + (o > w->outs.size ? o - w->outs.size : 0));
 }
 
-static void drop_matrix(bml_worker *w, entry *e) {
+/* Frees the matrix's card buffers; `moving`: to upload it again with
+ * another split (its history of moves stays), else it starts afresh. */
+static void drop_held(bml_worker *w, entry *e, bool moving) {
+  e->held_sum = 0;
+  if (moving)
+    for (size_t i = 0; i < e->nmembers; i++) e->held_sum += e->held[i];
+  else
+    e->strikes = 0, e->moves = 0, e->last_dir = 0, e->since_move = 0;
   if (!e->m.nchunks) return;
   bml__card_matrix_free(w->card, &e->m);
   sync_allocated(w);
   memset(e->held, 0, e->nmembers * sizeof *e->held);
 }
+
+static void drop_matrix(bml_worker *w, entry *e) { drop_held(w, e, false); }
 
 /* Frees e and what it owns (its card buffers are dropped before). */
 static void free_entry(entry *e) {
@@ -291,14 +306,16 @@ static bml__balance *find_kind(bml_worker *w, const bml_product *p, size_t count
   size_t rows = 0;
   double weights = 0;
   for (size_t i = 0; i < count; i++) rows += p[i].rows, weights += (double)p[i].rows * (double)p[i].n;
-  size_t known = w->nkinds < KINDS_MAX ? w->nkinds : KINDS_MAX;
-  for (size_t i = 0; i < known; i++) {
-    batch_kind *k = &w->kinds[i];
-    if (k->count == count && k->rows0 == p[0].rows && k->n0 == p[0].n && k->rows == rows && k->weights == weights)
-      return &k->balance;
+  const uint64_t now = w->time.submissions + 1;
+  batch_kind *k = NULL;
+  for (size_t i = 0; i < w->nkinds; i++) {
+    batch_kind *x = &w->kinds[i];
+    if (x->count == count && x->rows0 == p[0].rows && x->n0 == p[0].n && x->rows == rows && x->weights == weights)
+      return x->used = now, &x->balance;
+    if (!k || x->used < k->used) k = x;
   }
-  batch_kind *k = &w->kinds[w->nkinds++ % KINDS_MAX];
-  *k = (batch_kind){.count = count, .rows0 = p[0].rows, .n0 = p[0].n, .rows = rows, .weights = weights};
+  if (w->nkinds < KINDS_MAX) k = &w->kinds[w->nkinds++];
+  *k = (batch_kind){.count = count, .rows0 = p[0].rows, .n0 = p[0].n, .rows = rows, .weights = weights, .used = now};
   bml__balance_init(&k->balance, w->share);
   return &k->balance;
 }
@@ -356,7 +373,7 @@ static int ensure_uploaded(bml_worker *w, entry *e, const size_t *want, uint64_t
   if (held && stage == 0) return 0;
   uint64_t avail = w->limiter.integrated ? bml__mem_available() : 0;
   if (held) return bml__limiter_fits(&w->limiter, stage, avail) ? 0 : BML_ENOMEM;
-  drop_matrix(w, e);
+  drop_held(w, e, e->m.nchunks > 0);
   bml__rows_part parts[16];
   size_t rows = 0, np = 0;
   for (size_t i = 0; i < e->nmembers && np < BML_ARRAY_SIZE(parts); i++)
@@ -379,6 +396,11 @@ static int ensure_uploaded(bml_worker *w, entry *e, const size_t *want, uint64_t
   memcpy(e->held, want, e->nmembers * sizeof *want);
   sync_allocated(w);
   w->cur.uploaded = true;
+  if (e->held_sum) { /* a move: its direction, for the next one's cooldown */
+    size_t sum = 0;
+    for (size_t i = 0; i < e->nmembers; i++) sum += want[i];
+    e->moves++, e->last_dir = sum > e->held_sum ? 1 : -1;
+  }
   e->since_move = 0;
   return 0;
 }
@@ -425,24 +447,21 @@ static size_t keep_held(bml_worker *w, submission *s, const group *g, size_t tot
   if (!e || !e->m.nchunks || w->share_fixed) return total;
   e->since_move++;
   double loss = 0;
-  bool same_parts = true;
   size_t wanted = 0, held_all = 0;
   for (size_t i = 0; i < g->count; i++) {
     size_t want = s->card_rows[g->first + i], held = e->held[i];
     wanted += want, held_all += held;
     double l = bml__split_loss(s->p[g->first + i].rows, held, want);
     if (l > loss) loss = l;
-    same_parts &= (want > 0) == (held > 0);
   }
   bool close = loss <= BML_HELD_LOSS;
   bool far = loss > BML_HELD_FAR || (!close && ++e->strikes >= STRIKES);
   int dir = wanted > held_all ? 1 : -1;
   bool cooled = e->moves == 0 || dir == e->last_dir ||
                 e->since_move >= ((size_t)COOLDOWN << (e->moves - 1 < 8 ? e->moves - 1 : 8));
-  if (!same_parts || (far && cooled)) {
+  if (far && cooled) {
     e->strikes = 0;
-    if (same_parts) e->moves++, e->last_dir = dir;
-    return total;
+    return total; /* ensure_uploaded counts the move when it is made */
   }
   if (close) e->strikes = 0;
   total = 0;
@@ -478,6 +497,7 @@ static void plan_group(bml_worker *w, submission *s, group *g, bool resting) {
              : BML_ENOMEM;
   if (rc != 0) {
     memset(s->card_rows + g->first, 0, g->count * sizeof *s->card_rows);
+    s->forced = true;
     if (rc == BML_ENOMEM) return count_cpu(&w->count.on_cpu_memory, g->count);
     card_error(w, rc);
     return count_cpu(&w->count.on_cpu_error, g->count);
@@ -515,8 +535,10 @@ static bool rest_or_wait(bml_worker *w, submission *s) {
   bool decided;
   if (!bml__rest_worth_waiting(left, weights, cpu_rate) || want_rows(w, s, 0, s->count, &decided) == 0) return true;
   wait_until(w->limiter.rest_until);
+  double waited = bml__now() - now;
   w->count.rests_waited++;
-  w->time.rest += bml__now() - now;
+  w->time.rest += waited;
+  s->begin_time += waited; /* a calibration timing and the enqueue's time leave the wait out */
   return false;
 }
 
@@ -878,9 +900,10 @@ static void learn(bml_worker *w, const submission *s, bool card_first, double t_
     wg += (double)s->card_rows[i] * (double)s->p[i].n;
     wc += (double)(s->p[i].rows - s->card_rows[i]) * (double)s->p[i].n;
   }
+  if (!s->own_cpu) return; /* the caller's time between begin and finish is not the CPU's rows' */
   double cpu_rate = w->cpu_rate;
   if (wc > 0 && t_cpu > 0) w->cpu_rate = wc / t_cpu;
-  if (w->share_fixed || !s->balance || !s->on_card || s->uploaded || w->hooks.hold_balance) return;
+  if (w->share_fixed || !s->balance || !s->on_card || s->uploaded || s->forced || w->hooks.hold_balance) return;
   double before = s->balance->share;
   bml__balance_learn(s->balance, wg, wc, card_first, t_card, t_cpu, cpu_rate);
   if (fabs(s->balance->share - before) >= 0.005)
@@ -991,8 +1014,9 @@ static int check_product(const bml_product *p) {
   return bml__q1_0_check(p->wts, p->rows, p->n, p->act, p->out);
 }
 
-int bml_worker_begin(bml_worker *w, const char *name, const bml_block_q1_0 *wts, size_t rows, size_t n,
-                     const bml_block_q8_0 *act, size_t *card_rows) {
+/* bml_worker_begin; own_cpu: the worker computes the CPU's rows itself. */
+static int begin(bml_worker *w, const char *name, const bml_block_q1_0 *wts, size_t rows, size_t n,
+                 const bml_block_q8_0 *act, size_t *card_rows, bool own_cpu) {
   if (!w || !card_rows) return BML_EINVAL;
   bml_product p = {name, wts, rows, n, act, (float *)card_rows /* checked for NULL only */};
   int rc = check_product(&p);
@@ -1007,6 +1031,7 @@ int bml_worker_begin(bml_worker *w, const char *name, const bml_block_q1_0 *wts,
   memset(s, 0, sizeof *s);
   s->p = &w->single;
   s->count = 1;
+  s->own_cpu = own_cpu;
   s->shape = find_shape(w, rows, n);
   s->balance = s->shape ? &s->shape->balance : NULL;
   rc = s->shape ? start(w, s) : BML_ENOMEM;
@@ -1016,6 +1041,11 @@ int bml_worker_begin(bml_worker *w, const char *name, const bml_block_q1_0 *wts,
   }
   leave(w);
   return rc;
+}
+
+int bml_worker_begin(bml_worker *w, const char *name, const bml_block_q1_0 *wts, size_t rows, size_t n,
+                     const bml_block_q8_0 *act, size_t *card_rows) {
+  return begin(w, name, wts, rows, n, act, card_rows, false);
 }
 
 int bml_worker_finish(bml_worker *w, float *out) {
@@ -1037,7 +1067,7 @@ int bml_worker_mat_vec(bml_worker *w, const char *name, const bml_block_q1_0 *wt
                        const bml_block_q8_0 *act, float *out) {
   if (!out) return BML_EINVAL;
   size_t card_rows = 0;
-  int rc = bml_worker_begin(w, name, wts, rows, n, act, &card_rows);
+  int rc = begin(w, name, wts, rows, n, act, &card_rows, true);
   if (rc != 0) return rc;
   size_t nb = n / BML_Q1_0_BLOCK;
   int cpu = rows > card_rows ? bml__pool_mat_vec_or_alone(w->pool, wts + card_rows * nb, rows - card_rows, n,
@@ -1065,6 +1095,7 @@ int bml_worker_mat_vec_batch(bml_worker *w, const bml_product *products, size_t 
   memset(s, 0, sizeof *s);
   s->p = products;
   s->count = count;
+  s->own_cpu = true;
   s->balance = find_kind(w, products, count);
   int rc = start(w, s);
   double t0 = bml__now();
@@ -1292,7 +1323,7 @@ static json_t *status_json(const bml_worker *w) {
   if (w->share_fixed) on_card = (json_int_t)w->nshapes, tuning = 0, on_cpu = 0;
   return json_pack(
       "{s:s, s:I, s:f, s:f, s:b, s:I, s:I, s:I, s:b, s:b, s:b, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:s, "
-      "s:b, s:I, s:I, s:{s:I, s:f, s:f, s:f, s:f, s:f}}",
+      "s:b, s:I, s:I, s:f, s:{s:I, s:f, s:f, s:f, s:f, s:f}}",
       "card", w->card->name, "device", (json_int_t)w->device, "limit", w->limiter.limit, "share", w->share,
       "share_fixed", w->share_fixed, "allocated_bytes", (json_int_t)w->limiter.allocated,
       "matrix_bytes", (json_int_t)matrix_bytes(w),
@@ -1304,7 +1335,8 @@ static json_t *status_json(const bml_worker *w) {
       "shapes_on_card", on_card, "shapes_on_cpu", on_cpu, "shapes_tuning",
       tuning, "matrices", (json_int_t)w->nentries, "launches", (json_int_t)w->time.launches, "fma", w->build.emulated_fma ? "emulated" : "native", "software",
       w->devices->dev[w->device].software != NULL, "queues",
-      (json_int_t)(w->card->nside + 1), "rests_waited", (json_int_t)w->count.rests_waited, "seconds",
+      (json_int_t)(w->card->nside + 1), "rests_waited", (json_int_t)w->count.rests_waited,
+      "cpu_weights_per_second", w->cpu_rate, "seconds",
       "submissions", (json_int_t)w->time.submissions, "enqueue", w->time.enqueue, "cpu", w->time.cpu, "wait",
       w->time.wait, "copy_out", w->time.copy, "rest", w->time.rest);
 }
@@ -1313,10 +1345,12 @@ static json_t *status_json(const bml_worker *w) {
  * in use: the fixed share when there is one). */
 static json_t *balances_json(json_t *o, const bml_worker *w) {
   json_t *shapes = json_array(), *kinds = json_array();
-  if (!o || !shapes || !kinds || json_object_set_new(o, "shapes", shapes) != 0) {
-    json_decref(o), json_decref(kinds);
+  if (!o || !shapes || !kinds) {
+    json_decref(o), json_decref(shapes), json_decref(kinds);
     return NULL;
   }
+  /* set_new takes its value even when it fails */
+  if (json_object_set_new(o, "shapes", shapes) != 0) return json_decref(o), json_decref(kinds), NULL;
   if (json_object_set_new(o, "batches", kinds) != 0) return json_decref(o), NULL;
   for (size_t i = 0; i < w->nshapes; i++) {
     const bml__shape *sh = &w->shapes[i];

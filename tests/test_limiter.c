@@ -254,3 +254,19 @@ Test(balance, a_held_split_costs_what_its_larger_part_grows) {
   cr_expect(bml__split_loss(1000, 500, 560) <= BML_HELD_LOSS && bml__split_loss(1000, 500, 570) > BML_HELD_LOSS);
   cr_expect(bml__split_loss(1000, 530, 980) > BML_HELD_FAR, "a token's split far from its wish moves at once");
 }
+
+Test(balance, a_card_first_forever_stays_finite) {
+  /* the CPU's time does not follow the share (a group the limiter keeps on
+   * the CPU): the card finishes first at every submission */
+  bml__balance b;
+  bml__balance_init(&b, 0.5);
+  for (int i = 0; i < 5000; i++) {
+    double wg = b.share * 1e9, wc = 1e9 - wg;
+    bml__balance_learn(&b, wg, wc, true, 1e-3, 1e-3, 1e11);
+    cr_assert(isfinite(b.card_rate) && b.share >= BML_SHARE_MIN && b.share <= 1.0,
+              "submission %d: share %g, card rate %g", i, b.share, b.card_rate);
+  }
+  cr_expect_eq(b.share, 1.0);
+  bml__balance_learn(&b, 1e300, 1e-300, true, 1e-300, 1.0, 1.0); /* an overflow */
+  cr_expect(isfinite(b.card_rate) && b.share == 1.0, "share %g, card rate %g", b.share, b.card_rate);
+}

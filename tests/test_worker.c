@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "logbuf.h"
 #include "golden.h"
@@ -431,6 +432,38 @@ Test(worker, a_held_matrix_moves_for_a_lasting_or_a_very_far_split_and_ever_more
   bml_worker_close(w);
 }
 
+static double cpu_rate(bml_worker *w) {
+  json_t *j = status(w);
+  json_t *v = json_object_get(j, "cpu_weights_per_second");
+  cr_assert(json_is_real(v), "status has no cpu_weights_per_second");
+  double r = json_real_value(v);
+  json_decref(j);
+  return r;
+}
+
+/* The CPU's time of a begin/finish product is the caller's, whatever it
+ * did in between: it teaches no rate (a late finish once made the next
+ * product wait out a rest as long as the delay, where the CPU takes ms). */
+Test(worker, a_late_finish_teaches_no_rate) {
+  bml_worker *w = open_worker("0.5");
+  cr_assert_eq(bml_worker_set_limit(w, 1.0), 0);
+  matrix m = make(2048, 4096, 5, true);
+  cr_expect_eq(cpu_rate(w), 0.0, "a fixed share: nothing measured at the open");
+  expect_exact(w, &m, "m"); /* the worker's own: the CPU's rate measured */
+  double rate = cpu_rate(w);
+  cr_expect_gt(rate, 0.0, "the CPU's rows of bml_worker_mat_vec taught no rate");
+  size_t card_rows, nb = m.n / BML_Q1_0_BLOCK;
+  cr_assert_eq(bml_worker_begin(w, "m", m.w, m.rows, m.n, m.a, &card_rows), 0);
+  struct timespec late = {0, 100000000};
+  nanosleep(&late, NULL);
+  cr_assert_eq(bml_pool_q1_0_mat_vec(pool, m.w + card_rows * nb, m.rows - card_rows, m.n, m.a, m.got + card_rows), 0);
+  cr_assert_eq(bml_worker_finish(w, m.got), 0);
+  cr_assert_lt(bml__first_difference(m.want, m.got, m.rows), 0);
+  cr_expect_eq(cpu_rate(w), rate, "the late finish taught the CPU's rate %g (was %g)", cpu_rate(w), rate);
+  unmake(&m);
+  bml_worker_close(w);
+}
+
 Test(worker, opencl_errors_give_rows_to_the_cpu_and_retire_the_card) {
   bml_worker *w = open_worker("0.6");
   cr_assert_eq(bml_worker_set_limit(w, 1.0), 0);
@@ -536,6 +569,65 @@ Test(worker, a_busy_pool_does_not_stop_a_product_half_done) {
 /* The kernels' records hold 32-bit offsets: a batch whose card activations
  * would end past them sends the groups that do not fit to the CPU (the
  * limit lowered to two groups' activations and records here). */
+/* The share a kind of batch learnt (-1: no such kind), by its products and rows. */
+static double kind_share(json_t *j, long long products, long long rows) {
+  json_t *batches = json_object_get(j, "batches");
+  cr_assert(json_is_array(batches), "status has no batches");
+  for (size_t i = 0; i < json_array_size(batches); i++) {
+    json_t *k = json_array_get(batches, i);
+    if (json_integer_value(json_object_get(k, "products")) == products &&
+        json_integer_value(json_object_get(k, "rows")) == rows)
+      return json_real_value(json_object_get(k, "share"));
+  }
+  return -1;
+}
+
+/* A group the limiter keeps on the CPU makes the CPU's time deaf to the
+ * share: such a batch teaches its kind nothing (the card finishing first at
+ * every one once grew the share's rate until the share was not a number,
+ * and the status failed from then on). */
+Test(worker, a_batch_with_a_group_kept_on_the_cpu_teaches_nothing) {
+  bml_worker *w = open_worker("0.5");
+  cr_assert_eq(bml_worker_set_limit(w, 1.0), 0);
+  bml__worker_set_share_calibrated(w, 0.5);
+  batch b;
+  make_batch(&b, 3, 100, 1, 1024, 91, "kept");
+  bml__worker_hooks h = {.kernel = BML_KERNEL_COUNT,
+                         .offset_limit = 2 * (bml__card_act_bytes(1024) + sizeof(bml__desc)) + 64};
+  bml__worker_set_hooks(w, &h);
+  for (int i = 0; i < 30; i++) expect_batch(w, &b);
+  json_t *j = status(w);
+  cr_expect_eq(field(j, "products_on_cpu_memory"), 30, "the third group fitted");
+  cr_expect_eq(kind_share(j, 3, 300), 0.5, "the kind learnt from batches the share did not split");
+  json_decref(j);
+  unmake_batch(&b);
+  bml_worker_close(w);
+}
+
+/* The worker remembers the 64 kinds of batches used last. */
+Test(worker, the_kind_of_batch_in_use_is_remembered_past_64_others) {
+  bml_worker *w = open_worker("0.5");
+  cr_assert_eq(bml_worker_set_limit(w, 1.0), 0);
+  bml__worker_set_share_calibrated(w, 0.5);
+  batch a, others;
+  make_batch(&a, 1, 40, 1, 128, 200, "a");
+  make_batch(&others, 64, 41, 64, 128, 300, "other"); /* 64 kinds: 41 to 104 rows */
+  expect_batch(w, &a);
+  for (size_t i = 0; i < 64; i++) {
+    memset(others.m[i].got, 0xff, others.m[i].rows * sizeof(float));
+    cr_assert_eq(bml_worker_mat_vec_batch(w, &others.p[i], 1), 0);
+    cr_expect_lt(bml__first_difference(others.m[i].want, others.m[i].got, others.m[i].rows), 0);
+    if (i % 8 == 3) expect_batch(w, &a); /* last at the 60th: the 64th other makes the 65th kind */
+  }
+  json_t *j = status(w);
+  cr_expect_eq(json_array_size(json_object_get(j, "batches")), 64);
+  cr_expect_neq(kind_share(j, 1, 40), -1, "the kind in use was forgotten");
+  cr_expect_eq(kind_share(j, 1, 41), -1, "the least recently used kind was kept");
+  json_decref(j);
+  unmake_batch(&a), unmake_batch(&others);
+  bml_worker_close(w);
+}
+
 Test(worker, groups_past_the_kernels_offsets_run_on_the_cpu) {
   bml_worker *w = open_worker("0.5");
   cr_assert_eq(bml_worker_set_limit(w, 1.0), 0);

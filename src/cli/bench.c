@@ -21,7 +21,7 @@ static const struct bench_mode modes[] = {
     {"card", "the verified card alone (the worker with share 1 and\n"
              "                   limit 1): one product and its wait (card), and 32 as\n"
              "                   one batch (card-pipelined, per product)", bench_card_run},
-    {"split", "the worker as an engine gets it: the calibrated share on\n"
+    {"split", "the worker as an engine gets it: the learnt share on\n"
               "                   the card, the rest on the pool, the limiter on (split,\n"
               "                   split-pipelined)", bench_split_run},
     {"clblast", bench_clblast_help, bench_clblast_run},

@@ -114,11 +114,6 @@ static inline int bench_threads_largest(const struct bench_config *cfg) {
  * share 1 and limit 1).  Returns 0 or an error, said on stderr. */
 int bench_worker_open(const struct bench_config *cfg, bool card_alone, bml_pool **pool, bml_worker **w,
                       struct bench_report *rep);
-/* Single products of p until the worker has decided p's shape (card or
- * CPU), at most 2 s (then a note says the figures include the
- * calibration), as an engine's single products calibrate it: the split
- * rows are timed after it.  0 or an error, said on stderr. */
-int bench_calibrate_shape(bml_worker *w, const bml_product *p);
 /* Names the worker's card in rep->device and measures its read bandwidth once. */
 void bench_note_device(struct bench_report *rep, bml_worker *w);
 /* The read bandwidth of the first selected card, in GB/s, by a streaming

@@ -102,12 +102,15 @@ static bool results_exact(const struct card_product *c, int count) {
   return true;
 }
 
-/* One timed run: `count` products as one batch (1: a single product and
- * its wait, a round trip).  *ms is per product. */
+/* One timed run: `count` products as one batch, or one product through
+ * bml_worker_mat_vec (its wait, a round trip; with the split, its shape's
+ * calibration).  *ms is per product. */
 static int timed(bml_worker *w, struct card_product *c, int count, double *ms) {
   for (int i = 0; i < count; i++) memset(c->got[i], 0xa5, c->rows * sizeof(float));
+  const bml_product *p = c->p;
   double t0 = bench_now_ms();
-  int rc = bml_worker_mat_vec_batch(w, c->p, (size_t)count);
+  int rc = count == 1 ? bml_worker_mat_vec(w, p->name, p->wts, p->rows, p->n, p->act, p->out)
+                      : bml_worker_mat_vec_batch(w, c->p, (size_t)count);
   *ms = (bench_now_ms() - t0) / count;
   if (rc != 0) fprintf(stderr, "bankml-cl bench: %zux%zu: %s\n", c->rows, c->n, bml_strerror(rc));
   return rc;
@@ -127,14 +130,14 @@ static int shapes_tuning(bml_worker *w) {
   return n;
 }
 
-/* The split mode is timed once the worker has calibrated the shape, as an
- * engine's single products (bml_worker_mat_vec) do (DESIGN 5: card and
- * CPU-alone trials, which the limiter's rests delay; a batch, of one
- * included, follows the decision and is not a trial): single products
- * until it has, within bounds. */
+/* The split mode's single products (bml_worker_mat_vec) are timed once
+ * the worker has calibrated their shape (DESIGN 5: card and CPU-alone
+ * trials, which the limiter's rests delay): single products until it has,
+ * within bounds.  A batch follows its kind's learnt share, which the
+ * warm-up runs teach, not the shape's decision. */
 #define CALIBRATION_MS 2000.0 /* by time: the products the card's rests send to the CPU take none */
 
-int bench_calibrate_shape(bml_worker *w, const bml_product *p) {
+static int calibrate_shape(bml_worker *w, const bml_product *p) {
   double t0 = bench_now_ms();
   /* the shapes still calibrating before this one (the worker has not met
    * it yet): only this one's decision is waited for */
@@ -160,7 +163,7 @@ static int measure(const struct bench_config *cfg, bml_worker *w, struct card_pr
   }
   int rc = 0;
   bool exact = true;
-  if (threads != 0 && count == 1) rc = bench_calibrate_shape(w, &c->p[0]); /* the split rows: the pipelined ones follow */
+  if (threads != 0 && count == 1) rc = calibrate_shape(w, &c->p[0]); /* the split's single products */
   for (long i = 0; rc == 0 && i < cfg->warmup + 1; i++) rc = timed(w, c, count, &ignored); /* +1: the upload */
   for (long i = 0; rc == 0 && i < cfg->runs; i++) {
     rc = timed(w, c, count, &ms[i]);

@@ -212,14 +212,8 @@ int bench_model_run(const struct bench_config *cfg, struct bench_report *rep, co
   bool card = strcmp(mode, "card") == 0;
   const char *piped = card ? "card-pipelined" : "split-pipelined";
   const char *trips = card ? "card-round-trips" : "split-round-trips";
-  /* the split token after the worker has decided each of its shapes, as
-   * the split rows of --shape are (a batch follows the decisions only
-   * single products make) */
-  for (size_t i = 0; rc == 0 && !on_cpu && !card && i < t.nproducts; i++) {
-    bool seen = false;
-    for (size_t k = 0; k < i; k++) seen |= t.p[k].rows == t.p[i].rows && t.p[k].n == t.p[i].n;
-    if (!seen) rc = bench_calibrate_shape(w, &t.p[i]);
-  }
+  /* the split token's batches follow their kinds' learnt shares, which the
+   * warm-up runs teach (single products' shape decisions play no part) */
   if (rc == 0 && on_cpu) rc = measure(cfg, &t, pool, NULL, run_cpu, false, "cpu", rep);
   if (rc == 0 && !on_cpu) rc = measure(cfg, &t, pool, w, run_worker, false, piped, rep);
   if (rc == 0 && !on_cpu) rc = measure(cfg, &t, pool, w, run_worker, true, trips, rep);
