@@ -316,7 +316,10 @@ BML_EXTERN int bml_worker_check_env(void);
  * rows are repacked and copied on first use, so its weights must not change
  * while the worker knows it: call bml_worker_release before changing or
  * freeing them (or reusing their memory for other weights), or the card
- * keeps computing with the old ones.  Returns 0, BML_EINVAL,
+ * keeps computing with the old ones.  The time until bml_worker_finish is
+ * the caller's, so such a product teaches its shape no share (the worker
+ * does not know how long the CPU's rows took); the shape's calibration
+ * (card or CPU alone) times it from begin to finish.  Returns 0, BML_EINVAL,
  * BML_ESHAPE, BML_ESTATE (a product is already in flight), BML_EBUSY,
  * BML_ENOMEM (the worker's own bookkeeping; no product is in flight). */
 BML_EXTERN int bml_worker_begin(bml_worker *w, const char *name, const bml_block_q1_0 *wts,

@@ -58,7 +58,7 @@ void bml__balance_learn(bml__balance *b, double wg, double wc, bool card_first, 
   if (!(wg > 0.0) || !(t_card > 0.0)) return;
   double rc = wc > 0.0 && t_cpu > 0.0 ? wc / t_cpu : cpu_rate;
   if (!(rc > 0.0)) return;
-  double measured = wg / t_card, rate = measured;
+  double measured = wg / t_card, rate = measured, step = 0.0;
   if (card_first) {
     /* at least as fast as the bound says and as this split balanced (the
      * card's head start, its enqueueing, can make the bound the weaker),
@@ -68,13 +68,13 @@ void bml__balance_learn(bml__balance *b, double wg, double wc, bool card_first, 
      * keeps on the CPU) would make that grow without bound. */
     double balanced = wc > 0.0 ? rc * wg / wc : measured;
     if (balanced > rate) rate = balanced;
-    b->step = b->step > 0.0 ? b->step * 2.0 : BALANCE_STEP_FIRST;
-    if (b->step > BALANCE_STEP_MAX) b->step = BALANCE_STEP_MAX;
-    rate *= b->step;
-  } else
-    b->step = 0.0;
+    step = b->step > 0.0 ? b->step * 2.0 : BALANCE_STEP_FIRST;
+    if (step > BALANCE_STEP_MAX) step = BALANCE_STEP_MAX;
+    rate *= step;
+  }
   double share = rate / (rate + rc);
   if (!isfinite(rate) || !(share == share)) return; /* an overflow teaches nothing */
+  b->step = step;
   b->card_rate = rate;
   b->share = share_clamp(share);
 }

@@ -43,13 +43,13 @@ typedef struct {
   unsigned moves;      /* times the balance moved it (uploaded it again with another split) */
   int last_dir;        /* the last move's direction: +1 the card's part grew, -1 it shrank */
   size_t since_move;   /* products planned since it was uploaded */
-  size_t held_sum;     /* its card rows when dropped for a move (the move's direction) */
 } entry;
 
 /* One group of the submission in flight. */
 typedef struct {
   size_t first, count; /* its products */
   entry *e;            /* NULL: the group runs on the CPU */
+  bool forced;         /* the card was to take part, but memory, the offsets or an error said no */
   size_t act_off;      /* byte offset of its activation in w->acts */
   size_t out_off;      /* float offset of its results in w->outs */
 } group;
@@ -85,8 +85,7 @@ typedef struct {
   bml__balance *balance; /* where its share comes from and what it teaches (NULL: the open's share) */
   bool timed;
   bool uploaded; /* a matrix went to the card: its time is no measure of the card's rate */
-  bool forced;   /* a group the card was to take ran on the CPU (memory, offsets, an error): the CPU's
-                    time does not follow the share */
+  double forced_weights, forced_time; /* the CPU's work on forced groups: it does not follow the share */
   bool own_cpu;  /* the worker computes the CPU's rows (not the caller of bml_worker_begin): their
                     time is known */
   double begin_time, dispatch_time;
@@ -225,21 +224,21 @@ static uint64_t staging_growth(const bml_worker *w, uint64_t in_bytes, uint64_t 
   return staging_copies(w) * ((a > w->acts.size ? a - w->acts.size : 0) + (o > w->outs.size ? o - w->outs.size : 0));
 }
 
-/* Frees the matrix's card buffers; `moving`: to upload it again with
- * another split (its history of moves stays), else it starts afresh. */
-static void drop_held(bml_worker *w, entry *e, bool moving) {
-  e->held_sum = 0;
-  if (moving)
-    for (size_t i = 0; i < e->nmembers; i++) e->held_sum += e->held[i];
-  else
-    e->strikes = 0, e->moves = 0, e->last_dir = 0, e->since_move = 0;
+/* Frees the matrix's card buffers (to upload it again with another split:
+ * its history of moves stays, even when that upload fails). */
+static void drop_held(bml_worker *w, entry *e) {
   if (!e->m.nchunks) return;
   bml__card_matrix_free(w->card, &e->m);
   sync_allocated(w);
   memset(e->held, 0, e->nmembers * sizeof *e->held);
 }
 
-static void drop_matrix(bml_worker *w, entry *e) { drop_held(w, e, false); }
+/* Frees them for good (a shape decided for the CPU, a release): a later
+ * upload starts a fresh history. */
+static void drop_matrix(bml_worker *w, entry *e) {
+  drop_held(w, e);
+  e->strikes = 0, e->moves = 0, e->last_dir = 0, e->since_move = 0;
+}
 
 /* Frees e and what it owns (its card buffers are dropped before). */
 static void free_entry(entry *e) {
@@ -373,7 +372,9 @@ static int ensure_uploaded(bml_worker *w, entry *e, const size_t *want, uint64_t
   if (held && stage == 0) return 0;
   uint64_t avail = w->limiter.integrated ? bml__mem_available() : 0;
   if (held) return bml__limiter_fits(&w->limiter, stage, avail) ? 0 : BML_ENOMEM;
-  drop_held(w, e, e->m.nchunks > 0);
+  size_t held_sum = 0; /* > 0: a move, whose direction the next one's cooldown needs */
+  for (size_t i = 0; i < e->nmembers; i++) held_sum += e->held[i];
+  drop_held(w, e);
   bml__rows_part parts[16];
   size_t rows = 0, np = 0;
   for (size_t i = 0; i < e->nmembers && np < BML_ARRAY_SIZE(parts); i++)
@@ -396,10 +397,10 @@ static int ensure_uploaded(bml_worker *w, entry *e, const size_t *want, uint64_t
   memcpy(e->held, want, e->nmembers * sizeof *want);
   sync_allocated(w);
   w->cur.uploaded = true;
-  if (e->held_sum) { /* a move: its direction, for the next one's cooldown */
+  if (held_sum) {
     size_t sum = 0;
     for (size_t i = 0; i < e->nmembers; i++) sum += want[i];
-    e->moves++, e->last_dir = sum > e->held_sum ? 1 : -1;
+    e->moves++, e->last_dir = sum > held_sum ? 1 : -1;
   }
   e->since_move = 0;
   return 0;
@@ -472,6 +473,7 @@ static size_t keep_held(bml_worker *w, submission *s, const group *g, size_t tot
 /* Plans one group: which rows go to the card, its entry uploaded. */
 static void plan_group(bml_worker *w, submission *s, group *g, bool resting) {
   g->e = NULL;
+  g->forced = false;
   for (size_t i = g->first; i < g->first + g->count; i++) s->card_rows[i] = 0;
   if (w->retired) return count_cpu(&w->count.on_cpu_error, g->count);
   bool decided;
@@ -497,7 +499,7 @@ static void plan_group(bml_worker *w, submission *s, group *g, bool resting) {
              : BML_ENOMEM;
   if (rc != 0) {
     memset(s->card_rows + g->first, 0, g->count * sizeof *s->card_rows);
-    s->forced = true;
+    g->forced = true;
     if (rc == BML_ENOMEM) return count_cpu(&w->count.on_cpu_memory, g->count);
     card_error(w, rc);
     return count_cpu(&w->count.on_cpu_error, g->count);
@@ -903,7 +905,13 @@ static void learn(bml_worker *w, const submission *s, bool card_first, double t_
   if (!s->own_cpu) return; /* the caller's time between begin and finish is not the CPU's rows' */
   double cpu_rate = w->cpu_rate;
   if (wc > 0 && t_cpu > 0) w->cpu_rate = wc / t_cpu;
-  if (w->share_fixed || !s->balance || !s->on_card || s->uploaded || s->forced || w->hooks.hold_balance) return;
+  if (w->share_fixed || !s->balance || !s->on_card || s->uploaded || w->hooks.hold_balance) return;
+  /* the groups the card was to take and did not: their CPU work does not
+   * follow the share (the card finishing first at every submission once
+   * made the learnt rate grow without bound) */
+  wc -= s->forced_weights, t_cpu -= s->forced_time;
+  if (wc < 0) wc = 0;
+  if (t_cpu < 0) t_cpu = 0;
   double before = s->balance->share;
   bml__balance_learn(s->balance, wg, wc, card_first, t_card, t_cpu, cpu_rate);
   if (fabs(s->balance->share - before) >= 0.005)
@@ -995,14 +1003,20 @@ static void watch_card(submission *s) {
 }
 
 static int cpu_rows(bml_worker *w, submission *s) {
-  for (size_t i = 0; i < s->count; i++) {
-    watch_card(s);
-    const bml_product *p = &s->p[i];
-    size_t r0 = s->card_rows[i];
-    if (r0 >= p->rows) continue;
-    int rc = bml__pool_mat_vec_or_alone(w->pool, p->wts + r0 * (p->n / BML_Q1_0_BLOCK), p->rows - r0, p->n,
-                                        p->act, p->out + r0);
-    if (rc != 0) return rc;
+  for (size_t k = 0; k < s->ngroups; k++) {
+    const group *g = &s->groups[k];
+    const double t0 = g->forced ? bml__now() : 0;
+    for (size_t i = g->first; i < g->first + g->count; i++) {
+      watch_card(s);
+      const bml_product *p = &s->p[i];
+      size_t r0 = s->card_rows[i];
+      if (r0 >= p->rows) continue;
+      int rc = bml__pool_mat_vec_or_alone(w->pool, p->wts + r0 * (p->n / BML_Q1_0_BLOCK), p->rows - r0, p->n,
+                                          p->act, p->out + r0);
+      if (rc != 0) return rc;
+      if (g->forced) s->forced_weights += (double)p->rows * (double)p->n;
+    }
+    if (g->forced) s->forced_time += bml__now() - t0;
   }
   return 0;
 }
