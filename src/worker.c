@@ -113,7 +113,7 @@ typedef struct {
 /* A kind of batch (known by its products' count, the first one's shape and
  * the sums of rows and weights): its own balance, since a batch runs
  * pipelined and a model's token is one kind.  The worker remembers the
- * last KINDS_MAX kinds. */
+ * KINDS_MAX kinds used last. */
 #define KINDS_MAX 64
 typedef struct {
   size_t count, rows0, n0, rows;
@@ -300,7 +300,7 @@ static bml__shape *find_shape(bml_worker *w, size_t rows, size_t n) {
   return s;
 }
 
-/* The balance of this batch's kind (the oldest kind makes room). */
+/* The balance of this batch's kind (the least recently used makes room). */
 static bml__balance *find_kind(bml_worker *w, const bml_product *p, size_t count) {
   size_t rows = 0;
   double weights = 0;
