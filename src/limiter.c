@@ -124,8 +124,8 @@ double bml__median(const double *v, int n) {
 }
 
 bool bml__shape_record(bml__shape *s, bool on_card, double seconds) {
-  if (s->state == BML_SHAPE_WARMUP) {
-    if (on_card) s->state = BML_SHAPE_TUNING; /* the warm-up, with its upload, is not a timing */
+  if (s->state == BML_SHAPE_WARMUP) { /* the warm-ups, the upload among them, are not timings */
+    if (on_card && ++s->nwarm >= BML_SHAPE_WARMUPS) s->state = BML_SHAPE_TUNING;
     return false;
   }
   if (s->state != BML_SHAPE_TUNING) return false;

@@ -89,11 +89,15 @@ double bml__split_loss(size_t rows, size_t held, size_t want);
 bool bml__rest_worth_waiting(double rest_left, double weights, double cpu_rate);
 
 /* ---- per-shape calibration -------------------------------------------------
- * A shape's first product goes to the card (a warm-up, which includes the
- * upload, not timed); then its products alternate between the share and the
- * CPU alone, timed begin to finish with the CPU's rows included, until each
- * has BML_SHAPE_TRIALS timings; the faster median wins.  Products the card
- * skipped (resting, no memory, an error) are not recorded. */
+ * A shape's first BML_SHAPE_WARMUPS products go to the card, untimed: the
+ * first uploads its matrix, the others let its balance settle from the
+ * open's share (its split trials once ran while it still moved: on the
+ * H200 4096x4096 then took twice the card's round trip).  Then its products
+ * alternate between its share and the CPU alone, timed begin to finish
+ * with the CPU's rows included, until each has BML_SHAPE_TRIALS timings;
+ * the faster median wins.  Products the card skipped (resting, no memory,
+ * an error) are not recorded. */
+#define BML_SHAPE_WARMUPS 5
 #define BML_SHAPE_TRIALS 6
 
 typedef enum { BML_SHAPE_WARMUP, BML_SHAPE_TUNING, BML_SHAPE_CARD, BML_SHAPE_CPU } bml__shape_state;
@@ -102,7 +106,7 @@ typedef struct {
   size_t rows, n;
   bml__shape_state state;
   bml__balance balance; /* the share of this shape's single products */
-  int nsplit, ncpu;
+  int nwarm, nsplit, ncpu;
   double split[BML_SHAPE_TRIALS], cpu[BML_SHAPE_TRIALS];
 } bml__shape;
 
