@@ -891,18 +891,25 @@ static void scatter(bml_worker *w, const submission *s, const readback *rb) {
   else copy_slice(&c, 0, rb->len);
 }
 
+/* The execution status of the submission's last read, the card's last
+ * command; false when there is none or the driver cannot say. */
+static bool last_read_state(const submission *s, cl_int *state) {
+  return s->nreads && clGetEventInfo(s->reads[s->nreads - 1].done, CL_EVENT_COMMAND_EXECUTION_STATUS,
+                                     sizeof *state, state, NULL) == CL_SUCCESS;
+}
+
 /* What a submission that ran teaches: the CPU's rate, and the balance of
  * its shape or kind (unless the share is fixed).  t_card: from the
  * dispatch to the card's last result (card_first: it finished first and
  * t_card is only a bound); t_cpu: from the card's part enqueued to the
  * CPU's part done. */
 static void learn(bml_worker *w, const submission *s, bool card_first, double t_card, double t_cpu) {
+  if (!s->own_cpu) return; /* the caller's time between begin and finish is not the CPU's rows' */
   double wg = 0, wc = 0;
   for (size_t i = 0; i < s->count; i++) {
     wg += (double)s->card_rows[i] * (double)s->p[i].n;
     wc += (double)(s->p[i].rows - s->card_rows[i]) * (double)s->p[i].n;
   }
-  if (!s->own_cpu) return; /* the caller's time between begin and finish is not the CPU's rows' */
   double cpu_rate = w->cpu_rate;
   if (wc > 0 && t_cpu > 0) w->cpu_rate = wc / t_cpu;
   if (w->share_fixed || !s->balance || !s->on_card || s->uploaded || w->hooks.hold_balance) return;
@@ -930,10 +937,8 @@ static int complete(bml_worker *w, submission *s) {
   bool card_first = false;
   if (s->on_card) {
     int err = CL_SUCCESS;
-    cl_int last = CL_QUEUED;
-    if (s->nreads)
-      clGetEventInfo(s->reads[s->nreads - 1].done, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof last, &last, NULL);
-    card_first = last == CL_COMPLETE;
+    cl_int last;
+    card_first = last_read_state(s, &last) && last == CL_COMPLETE;
     /* busy: the last moment the card is known to have been at work (for
      * the limiter; the copies out in between are the host's time) */
     double waited = 0, copied = 0, busy = bml__now();
@@ -991,13 +996,10 @@ static int complete(bml_worker *w, submission *s) {
 #define WATCH_EVERY 20e-6
 
 static void watch_card(submission *s) {
-  if (!s->on_card || !s->nreads || s->seen_done > 0) return;
+  if (!s->on_card || s->seen_done > 0) return;
   double now = bml__now();
-  if (now - s->seen_busy < WATCH_EVERY) return;
-  cl_int state = CL_QUEUED;
-  if (clGetEventInfo(s->reads[s->nreads - 1].done, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof state, &state, NULL) !=
-      CL_SUCCESS)
-    return;
+  cl_int state;
+  if (now - s->seen_busy < WATCH_EVERY || !last_read_state(s, &state)) return;
   if (state == CL_COMPLETE) s->seen_done = now;
   else s->seen_busy = now;
 }
