@@ -132,6 +132,25 @@ void bml__pool_run(bml_pool *p, void (*fn)(void *ctx, int tid, int nthreads), vo
 int bml__pool_mat_vec_or_alone(bml_pool *p, const bml_block_q1_0 *w, size_t rows, size_t n,
                                const bml_block_q8_0 *a, float *out);
 
+/* Jobs the pool has run on more than one thread (for tests). */
+unsigned long bml__pool_runs(bml_pool *p);
+/* Rows of one product for bml__pool_mat_vec_many: rows [0, rows) of w
+ * against a, into out. */
+typedef struct {
+  const bml_block_q1_0 *w;
+  size_t rows, n;
+  const bml_block_q8_0 *a;
+  float *out;
+} bml__cpu_piece;
+/* The pieces' rows in one run of the pool, the threads sharing their
+ * weights evenly (the same bits as a product each: a row is always one
+ * thread's); tick(tick_ctx), when given, runs on the calling thread between
+ * the pieces it computes.  While another thread drives the pool, the
+ * calling thread computes them alone.  0, the error bml_q1_0_mat_vec gives
+ * a piece's arguments (before any is computed) or BML_ENOMEM. */
+int bml__pool_mat_vec_many(bml_pool *p, const bml__cpu_piece *pc, size_t count, void (*tick)(void *ctx),
+                           void *tick_ctx);
+
 /* Aligned scratch (64 bytes).  Free with bml__aligned_free (NULL-safe). */
 void *bml__aligned_alloc(size_t size);
 void bml__aligned_free(void *p);

@@ -41,6 +41,7 @@ struct bml_pool {
   atomic_flag driving; /* one thread drives the pool at a time */
   job_fn fn;           /* the current job, written before gen is bumped */
   void *ctx;
+  atomic_ulong runs;   /* jobs run on every thread (bml__pool_runs) */
   void *scratch;       /* activation scratch of the mat-vec jobs */
   size_t scratch_size;
 };
@@ -111,6 +112,7 @@ static void pool_run(struct bml_pool *p, job_fn fn, void *ctx) {
     fn(ctx, 0, 1);
     return;
   }
+  atomic_fetch_add_explicit(&p->runs, 1, memory_order_relaxed);
   p->fn = fn;
   p->ctx = ctx;
   atomic_store_explicit(&p->pending, p->nthreads - 1, memory_order_relaxed);
@@ -235,6 +237,8 @@ void bml_pool_close(bml_pool *p) {
 
 int bml_pool_threads(const bml_pool *p) { return p ? p->nthreads : 0; }
 
+unsigned long bml__pool_runs(bml_pool *p) { return atomic_load_explicit(&p->runs, memory_order_relaxed); }
+
 /* ---- the Q1_0 mat-vec job ------------------------------------------------ */
 
 typedef struct {
@@ -293,4 +297,96 @@ int bml__pool_mat_vec_or_alone(bml_pool *p, const bml_block_q1_0 *w, size_t rows
                                const bml_block_q8_0 *a, float *out) {
   int rc = bml_pool_q1_0_mat_vec(p, w, rows, n, a, out);
   return rc == BML_EBUSY ? bml_q1_0_mat_vec(w, rows, n, a, out) : rc;
+}
+
+/* ---- many products' rows in one run ------------------------------------------ */
+
+/* A run of the pool costs microseconds to start and to end (a wake of every
+ * worker, a wait for the last): a model's token of 253 products whose CPU
+ * part is a few rows each spent milliseconds in them.  Here the threads
+ * share the pieces' weights evenly in one run, each a contiguous stretch of
+ * the pieces in order (rows on CHUNK_ALIGN), preparing each activation it
+ * meets into a scratch of its own. */
+typedef struct {
+  const bml__q1_0_kernel *k;
+  const bml__cpu_piece *pc;
+  size_t count;
+  uint64_t total; /* the pieces' weights */
+  unsigned char *scratch;
+  size_t stride; /* one thread's scratch */
+  void (*tick)(void *ctx);
+  void *tick_ctx;
+} many_job;
+
+/* Where thread t's stretch starts: piece *i, row *r (t == nthreads: the end). */
+static void many_start(const many_job *j, int t, int nthreads, size_t *i, size_t *r) {
+  const uint64_t at = (uint64_t)((unsigned __int128)j->total * (unsigned)t / (unsigned)nthreads);
+  uint64_t before = 0;
+  for (*i = 0; *i < j->count; (*i)++) {
+    const uint64_t wts = (uint64_t)j->pc[*i].rows * j->pc[*i].n;
+    if (at < before + wts) {
+      *r = (size_t)((at - before) / j->pc[*i].n) / CHUNK_ALIGN * CHUNK_ALIGN;
+      return;
+    }
+    before += wts;
+  }
+  *r = 0;
+}
+
+static void many_chunk(void *ctx, int tid, int nthreads) {
+  const many_job *j = ctx;
+  size_t i0, r0, i1, r1;
+  many_start(j, tid, nthreads, &i0, &r0);
+  many_start(j, tid + 1, nthreads, &i1, &r1);
+  void *scratch = j->scratch + (size_t)tid * j->stride;
+  const bml_block_q8_0 *prepped = NULL;
+  size_t prepped_n = 0;
+  for (size_t i = i0; i <= i1 && i < j->count; i++) {
+    const bml__cpu_piece *pc = &j->pc[i];
+    const size_t from = i == i0 ? r0 : 0, to = i == i1 ? r1 : pc->rows;
+    if (to <= from) continue;
+    if (tid == 0 && j->tick) j->tick(j->tick_ctx);
+    if (pc->a != prepped || pc->n != prepped_n) {
+      j->k->prep(pc->a, pc->n, scratch);
+      prepped = pc->a, prepped_n = pc->n;
+    }
+    j->k->rows(pc->w + from * (pc->n / BML_Q1_0_BLOCK), to - from, pc->n, pc->a, scratch, pc->out + from);
+  }
+}
+
+int bml__pool_mat_vec_many(bml_pool *p, const bml__cpu_piece *pc, size_t count, void (*tick)(void *ctx),
+                           void *tick_ctx) {
+  if (!p || (!pc && count)) return BML_EINVAL;
+  many_job j = {bml__q1_0_kernel_active(), pc, count, 0, NULL, 0, tick, tick_ctx};
+  size_t nmax = 0, nonempty = 0, last = 0;
+  for (size_t i = 0; i < count; i++) {
+    int rc = bml__q1_0_check(pc[i].w, pc[i].rows, pc[i].n, pc[i].a, pc[i].out);
+    if (rc != 0) return rc;
+    j.total += (uint64_t)pc[i].rows * pc[i].n;
+    if (pc[i].rows) nonempty++, last = i;
+    if (pc[i].rows && pc[i].n > nmax) nmax = pc[i].n;
+  }
+  if (nonempty == 0) return 0;
+  if (nonempty == 1) { /* one activation, prepared once for every thread */
+    if (tick) tick(tick_ctx);
+    return bml__pool_mat_vec_or_alone(p, pc[last].w, pc[last].rows, pc[last].n, pc[last].a, pc[last].out);
+  }
+  if (atomic_flag_test_and_set_explicit(&p->driving, memory_order_acquire)) {
+    /* another thread drives the pool: this one computes them alone */
+    for (size_t i = 0; i < count; i++) {
+      if (pc[i].rows == 0) continue;
+      if (tick) tick(tick_ctx);
+      int rc = bml_q1_0_mat_vec(pc[i].w, pc[i].rows, pc[i].n, pc[i].a, pc[i].out);
+      if (rc != 0) return rc;
+    }
+    return 0;
+  }
+  j.stride = (j.k->prep_size(nmax) + 63) / 64 * 64;
+  int rc = ensure_scratch(p, j.stride * (size_t)p->nthreads);
+  if (rc == 0) {
+    j.scratch = p->scratch;
+    pool_run(p, many_chunk, &j);
+  }
+  atomic_flag_clear_explicit(&p->driving, memory_order_release);
+  return rc;
 }

@@ -147,6 +147,8 @@ struct bml_worker {
   bml__batch_rec *recs;
   bml__batch_run *runs;
   size_t items_cap, recs_cap, runs_cap;
+  bml__cpu_piece *cpu_pieces; /* a submission's CPU rows, for the pool */
+  size_t cpu_pieces_cap;
   piece *pieces, *piece_src; /* a batch's results: where they land, and in the records' first order */
   readback *reads;
   size_t pieces_cap, piece_src_cap, reads_cap;
@@ -547,7 +549,8 @@ static bool rest_or_wait(bml_worker *w, submission *s) {
 /* Splits the products into groups (neighbours with one activation) and plans each. */
 static int plan(bml_worker *w, submission *s) {
   if (reserve((void **)&w->card_rows, &w->card_rows_cap, s->count, sizeof *w->card_rows) ||
-      reserve((void **)&w->groups, &w->groups_cap, s->count, sizeof *w->groups))
+      reserve((void **)&w->groups, &w->groups_cap, s->count, sizeof *w->groups) ||
+      reserve((void **)&w->cpu_pieces, &w->cpu_pieces_cap, s->count, sizeof *w->cpu_pieces))
     return BML_ENOMEM;
   s->card_rows = w->card_rows;
   s->groups = w->groups;
@@ -1004,23 +1007,39 @@ static void watch_card(submission *s) {
   else s->seen_busy = now;
 }
 
-static int cpu_rows(bml_worker *w, submission *s) {
-  for (size_t k = 0; k < s->ngroups; k++) {
-    const group *g = &s->groups[k];
-    const double t0 = g->forced ? bml__now() : 0;
-    for (size_t i = g->first; i < g->first + g->count; i++) {
-      watch_card(s);
-      const bml_product *p = &s->p[i];
-      size_t r0 = s->card_rows[i];
-      if (r0 >= p->rows) continue;
-      int rc = bml__pool_mat_vec_or_alone(w->pool, p->wts + r0 * (p->n / BML_Q1_0_BLOCK), p->rows - r0, p->n,
-                                          p->act, p->out + r0);
-      if (rc != 0) return rc;
-      if (g->forced) s->forced_weights += (double)p->rows * (double)p->n;
-    }
-    if (g->forced) s->forced_time += bml__now() - t0;
+static void watch_tick(void *ctx) { watch_card(ctx); }
+
+/* The CPU's rows of group g's products into pc; returns how many pieces. */
+static size_t cpu_pieces(const submission *s, const group *g, bml__cpu_piece *pc) {
+  size_t np = 0;
+  for (size_t i = g->first; i < g->first + g->count; i++) {
+    const bml_product *p = &s->p[i];
+    const size_t r0 = s->card_rows[i];
+    if (r0 < p->rows)
+      pc[np++] = (bml__cpu_piece){p->wts + r0 * (p->n / BML_Q1_0_BLOCK), p->rows - r0, p->n, p->act, p->out + r0};
   }
-  return 0;
+  return np;
+}
+
+/* The CPU's rows: those of the groups the card shares in one run of the
+ * pool (a run a product cost a token of small CPU parts milliseconds), then
+ * each forced group's in its own, timed apart (its time does not follow the
+ * share). */
+static int cpu_rows(bml_worker *w, submission *s) {
+  size_t np = 0;
+  for (size_t k = 0; k < s->ngroups; k++)
+    if (!s->groups[k].forced) np += cpu_pieces(s, &s->groups[k], w->cpu_pieces + np);
+  int rc = bml__pool_mat_vec_many(w->pool, w->cpu_pieces, np, watch_tick, s);
+  for (size_t k = 0; rc == 0 && k < s->ngroups; k++) {
+    const group *g = &s->groups[k];
+    if (!g->forced) continue;
+    const double t0 = bml__now();
+    np = cpu_pieces(s, g, w->cpu_pieces);
+    rc = bml__pool_mat_vec_many(w->pool, w->cpu_pieces, np, watch_tick, s);
+    for (size_t i = 0; i < np; i++) s->forced_weights += (double)w->cpu_pieces[i].rows * (double)w->cpu_pieces[i].n;
+    s->forced_time += bml__now() - t0;
+  }
+  return rc;
 }
 
 /* ---- the public calls --------------------------------------------------------------- */
@@ -1443,6 +1462,7 @@ void bml_worker_close(bml_worker *w) {
   free(w->shapes);
   free(w->card_rows);
   free(w->groups);
+  free(w->cpu_pieces);
   free(w->items);
   free(w->recs);
   free(w->runs);

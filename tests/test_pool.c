@@ -3,6 +3,7 @@
 
 #include <pthread.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -134,6 +135,132 @@ Test(pool, one_thread_drives_at_a_time_helpers_run_alone_meanwhile, .timeout = 6
   cr_expect_eq(bml_pool_q1_0_mat_vec(g.p, w, rows, n, a, out), 0);
   cr_expect(golden_first_difference(want, out, rows) < 0, "the product after the hold differs");
   bml_pool_close(g.p);
+}
+
+/* Products of several shapes and activations, some sharing one, as a
+ * model's token gives them: the weights, activations and wanted results. */
+#define MANY 23
+typedef struct {
+  bml_block_q1_0 *w[MANY];
+  bml_block_q8_0 *a[3];
+  float *want[MANY], *got[MANY];
+  bml__cpu_piece pc[MANY];
+} many_set;
+
+static const size_t many_n[3] = {256, 1024, 384};
+
+static void many_make(many_set *m) {
+  uint64_t seed = 4242;
+  for (int k = 0; k < 3; k++) {
+    m->a[k] = malloc(many_n[k] / 32 * sizeof *m->a[k]);
+    cr_assert_not_null(m->a[k]);
+    cr_assert_eq(bml__gen_q8_0(&seed, m->a[k], many_n[k], k != 1), 0);
+  }
+  for (int i = 0; i < MANY; i++) {
+    /* rows: none, one, past a chunk boundary, many; activations reused by neighbours */
+    const size_t rows = i % 7 == 3 ? 0 : (size_t)(i * 53) % 300 + 1, n = many_n[i / 3 % 3];
+    m->w[i] = malloc((rows ? rows : 1) * (n / 128) * sizeof *m->w[i]);
+    m->want[i] = malloc((rows + 1) * sizeof(float));
+    m->got[i] = malloc((rows + 1) * sizeof(float));
+    cr_assert(m->w[i] && m->want[i] && m->got[i]);
+    bml__gen_q1_0(&seed, m->w[i], rows, n, i % 2 == 0);
+    cr_assert_eq(bml_q1_0_mat_vec(m->w[i], rows, n, m->a[i / 3 % 3], m->want[i]), 0);
+    memset(m->got[i], 0xff, (rows + 1) * sizeof(float));
+    m->pc[i] = (bml__cpu_piece){m->w[i], rows, n, m->a[i / 3 % 3], m->got[i]};
+  }
+}
+
+static void many_check(const many_set *m, const char *what) {
+  for (int i = 0; i < MANY; i++) {
+    long r = golden_first_difference(m->want[i], m->got[i], m->pc[i].rows);
+    cr_expect(r < 0, "%s: product %d (%zux%zu): row %ld differs", what, i, m->pc[i].rows, m->pc[i].n, r);
+    cr_expect_eq(golden_bits(m->got[i][m->pc[i].rows]), 0xffffffffu, "%s: product %d: a row past it was written",
+                 what, i);
+  }
+}
+
+static void many_free(many_set *m) {
+  for (int i = 0; i < MANY; i++) free(m->w[i]), free(m->want[i]), free(m->got[i]);
+  for (int k = 0; k < 3; k++) free(m->a[k]);
+}
+
+typedef struct {
+  pthread_t caller;
+  int ticks, elsewhere;
+} ticks;
+
+static void count_tick(void *ctx) {
+  ticks *t = ctx;
+  t->ticks++;
+  if (!pthread_equal(pthread_self(), t->caller)) t->elsewhere++;
+}
+
+/* A batch's CPU rows: many products in one run of the pool, the bits of
+ * each product alone, for every thread count. */
+Test(pool, many_products_in_one_run_give_each_products_bits) {
+  for (int threads = 1; threads <= 7; threads += 2) {
+    many_set m;
+    many_make(&m);
+    bml_pool *p = NULL;
+    cr_assert_eq(bml_pool_open(threads, &p), 0);
+    ticks t = {pthread_self(), 0, 0};
+    unsigned long runs = bml__pool_runs(p);
+    cr_assert_eq(bml__pool_mat_vec_many(p, m.pc, MANY, count_tick, &t), 0);
+    char what[32];
+    snprintf(what, sizeof what, "%d threads", threads);
+    many_check(&m, what);
+    cr_expect_eq(bml__pool_runs(p) - runs, threads > 1 ? 1u : 0u, "%d threads: %lu runs of the pool (want %d)",
+                 threads, bml__pool_runs(p) - runs, threads > 1);
+    cr_expect(t.ticks >= 1 && t.ticks <= MANY, "%d threads: %d ticks", threads, t.ticks);
+    cr_expect_eq(t.elsewhere, 0, "%d threads: %d ticks off the calling thread", threads, t.elsewhere);
+    bml_pool_close(p);
+    many_free(&m);
+  }
+}
+
+Test(pool, many_products_with_one_bad_compute_none) {
+  many_set m;
+  many_make(&m);
+  bml_pool *p = NULL;
+  cr_assert_eq(bml_pool_open(3, &p), 0);
+  m.pc[MANY - 1].n = 200;
+  cr_expect_eq(bml__pool_mat_vec_many(p, m.pc, MANY, NULL, NULL), BML_ESHAPE);
+  for (int i = 0; i < MANY; i++)
+    cr_expect_eq(golden_bits(m.got[i][0]), 0xffffffffu, "product %d was computed beside a bad one", i);
+  m.pc[MANY - 1].n = many_n[(MANY - 1) / 3 % 3];
+  m.pc[2].out = NULL;
+  cr_expect_eq(bml__pool_mat_vec_many(p, m.pc, MANY, NULL, NULL), BML_EINVAL);
+  cr_expect_eq(bml__pool_mat_vec_many(p, NULL, 1, NULL, NULL), BML_EINVAL);
+  cr_expect_eq(bml__pool_mat_vec_many(p, NULL, 0, NULL, NULL), 0);
+  cr_expect_eq(bml__pool_mat_vec_many(NULL, m.pc, 1, NULL, NULL), BML_EINVAL);
+  bml_pool_close(p);
+  many_free(&m);
+}
+
+/* While another thread drives the pool the caller computes them alone. */
+Test(pool, many_products_while_another_thread_drives_run_alone, .timeout = 60) {
+  many_set m;
+  many_make(&m);
+  gate g = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false, false, NULL};
+  cr_assert_eq(bml_pool_open(3, &g.p), 0);
+  pthread_t th;
+  cr_assert_eq(pthread_create(&th, NULL, drive, &g), 0);
+  pthread_mutex_lock(&g.mu);
+  while (!g.started) pthread_cond_wait(&g.cv, &g.mu);
+  pthread_mutex_unlock(&g.mu);
+  ticks t = {pthread_self(), 0, 0};
+  unsigned long runs = bml__pool_runs(g.p);
+  cr_expect_eq(bml__pool_mat_vec_many(g.p, m.pc, MANY, count_tick, &t), 0);
+  cr_expect_eq(bml__pool_runs(g.p), runs, "a run of the pool while another thread drives it");
+  pthread_mutex_lock(&g.mu);
+  g.release = true;
+  pthread_cond_broadcast(&g.cv);
+  pthread_mutex_unlock(&g.mu);
+  cr_assert_eq(pthread_join(th, NULL), 0);
+  many_check(&m, "alone");
+  cr_expect(t.ticks >= 1 && t.elsewhere == 0, "%d ticks, %d elsewhere", t.ticks, t.elsewhere);
+  bml_pool_close(g.p);
+  many_free(&m);
 }
 
 Test(pool, bad_arguments_are_refused) {

@@ -918,6 +918,25 @@ Test(worker, a_batch_with_groups_gives_the_cpu_bits) {
   bml_worker_close(w);
 }
 
+/* A batch's CPU rows, a piece of every product, are one run of the pool:
+ * a run a product cost a model's token milliseconds. */
+Test(worker, a_split_batchs_cpu_rows_are_one_run_of_the_pool) {
+  bml_worker *w = open_worker("0.6");
+  cr_assert_eq(bml_worker_set_limit(w, 1.0), 0);
+  batch b;
+  make_batch(&b, 24, 200, 9, 512, 77, "split");
+  expect_batch(w, &b); /* uploads the matrices */
+  unsigned long runs = bml__pool_runs(pool);
+  expect_batch(w, &b);
+  cr_expect_eq(bml__pool_runs(pool) - runs, 1u, "%lu runs of the pool for one batch (want 1)",
+               bml__pool_runs(pool) - runs);
+  json_t *j = status(w);
+  cr_expect_eq(field(j, "products_on_card"), 48, "every product shared with the card");
+  json_decref(j);
+  unmake_batch(&b);
+  bml_worker_close(w);
+}
+
 /* A discrete card's upload path (writes, not a mapped buffer) through the
  * worker, forced on PoCL: a model layer as a batch and its products one by
  * one, every row exact, and on the card. */
