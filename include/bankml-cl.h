@@ -370,7 +370,7 @@ BML_EXTERN int bml_worker_mat_vec_batch(bml_worker *w, const bml_product *produc
  * heap_bytes, integrated, busy, products_on_card, products_on_cpu_resting,
  * products_on_cpu_memory, products_on_cpu_error, shapes_on_card,
  * shapes_on_cpu, shapes_tuning, rests_waited, cpu_weights_per_second,
- * shapes and batches with their shares, ...; doc/WORKER.md).  free() the string.
+ * round_trip_seconds, shapes and batches with their shares, ...; doc/WORKER.md).  free() the string.
  * Returns 0, BML_EINVAL, BML_EBUSY, BML_ENOMEM. */
 BML_EXTERN int bml_worker_status_json(bml_worker *w, char **json);
 

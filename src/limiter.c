@@ -48,17 +48,28 @@ void bml__balance_init(bml__balance *b, double share) {
   b->share = share_clamp(share);
   b->card_rate = 0.0;
   b->step = 0.0;
+  b->cpu_rate = 0.0;
+  b->leave = 0;
 }
 
 #define BALANCE_STEP_FIRST 1.25
 #define BALANCE_STEP_MAX 16.0
 
+/* The part of t seconds beyond the round trip, at least a tenth of t (a
+ * round trip measured long, or a submission that beat it). */
+static double beyond(double t, double round_trip) {
+  double own = t - round_trip;
+  return own > 0.1 * t ? own : 0.1 * t;
+}
+
 void bml__balance_learn(bml__balance *b, double wg, double wc, bool card_first, double t_card, double t_cpu,
-                        double cpu_rate) {
+                        double cpu_rate, double round_trip) {
   if (!(wg > 0.0) || !(t_card > 0.0)) return;
-  double rc = wc > 0.0 && t_cpu > 0.0 ? wc / t_cpu : cpu_rate;
+  if (wc > 0.0 && t_cpu > 0.0 && isfinite(wc / t_cpu)) b->cpu_rate = wc / t_cpu;
+  double rc = b->cpu_rate > 0.0 ? b->cpu_rate : cpu_rate;
   if (!(rc > 0.0)) return;
-  double measured = wg / t_card, rate = measured, step = 0.0;
+  const double rt = round_trip > 0.0 ? round_trip : 0.0;
+  double measured = wg / beyond(t_card, rt), rate = measured, step = 0.0;
   if (card_first) {
     /* at least as fast as the bound says and as this split balanced (the
      * card's head start, its enqueueing, can make the bound the weaker),
@@ -66,17 +77,26 @@ void bml__balance_learn(bml__balance *b, double wg, double wc, bool card_first, 
      * not the rate believed before: a card that keeps finishing first
      * while the CPU's time does not follow the share (a group the limiter
      * keeps on the CPU) would make that grow without bound. */
-    double balanced = wc > 0.0 ? rc * wg / wc : measured;
+    double balanced = wc > 0.0 ? wg / beyond(wc / rc, rt) : measured;
     if (balanced > rate) rate = balanced;
     step = b->step > 0.0 ? b->step * 2.0 : BALANCE_STEP_FIRST;
     if (step > BALANCE_STEP_MAX) step = BALANCE_STEP_MAX;
     rate *= step;
   }
-  double share = rate / (rate + rc);
+  /* both finish together: rt + s W / rate = (1 - s) W / rc */
+  const double w = wg + wc, t_gpu = w / rate, t_cpu_all = w / rc;
+  double share = (t_cpu_all - rt) / (t_gpu + t_cpu_all);
   if (!isfinite(rate) || !(share == share)) return; /* an overflow teaches nothing */
+  if (share < BML_SHARE_MIN) share = BML_SHARE_MIN;
+  const double split = (1.0 - share) * t_cpu_all, alone = rt + t_gpu;
+  const bool alone_now = b->share >= 1.0;
+  if (share >= 1.0 || !(split < (1.0 - (alone_now ? BML_SPLIT_GAIN_LEAVE : BML_SPLIT_GAIN)) * alone)) share = 1.0;
+  b->leave = alone_now && share < 1.0 ? b->leave + 1 : 0;
+  if (b->leave > 0 && b->leave < BML_LEAVE_AFTER) share = 1.0;
+  else b->leave = 0;
   b->step = step;
   b->card_rate = rate;
-  b->share = share_clamp(share);
+  b->share = share;
 }
 
 double bml__split_loss(size_t rows, size_t held, size_t want) {

@@ -38,39 +38,55 @@ void bml__limiter_drop(bml__limiter *l, uint64_t bytes);
  * is only where a shape or a kind of batch starts: a batch's products run
  * pipelined, small products are bound by the round trip, big ones by the
  * card's memory, and on a fast card the CPU's part, not the card's, then
- * sets the time.  So each one learns its own share from what it takes:
- * when the card finished after the CPU, its rate is measured (the weights
- * it computed over the time from the dispatch to its last result) and the
- * share that makes both finish together follows from the two rates; when
- * it finished first it was at least as fast as that split needed, so the
- * card is taken for faster than that by a step that
- * grows while it keeps finishing first (1.25, 2.5, 5, ... at most 16) and
- * starts again once it does not.  A fast card reaches its part in a few
- * products; two devices of one speed settle around an even split.  A share
- * of BML_SHARE_ALONE or more is 1. */
+ * sets the time.  So each one learns its own share from what it takes.
+ * The card is taken to cost its round trip (measured at the open) plus its
+ * weights over its rate, the CPU its weights over its own: when the card
+ * finished after the CPU, its rate is measured (the weights it computed
+ * over the time from the dispatch to its last result, less the round
+ * trip); when it finished first it was at least as fast as that split
+ * needed, so the card is taken for faster than that by a step that grows
+ * while it keeps finishing first (1.25, 2.5, 5, ... at most 16) and starts
+ * again once it does not.  The CPU's rate is the balance's own, from its
+ * last submission with CPU rows (a kind of batch of a few small products
+ * and a token's differ by 10x on a host that drives a card).  The share is
+ * the one that makes both finish together, unless the card alone is
+ * predicted as fast within BML_SPLIT_GAIN; the card alone is left for a
+ * split predicted to save BML_SPLIT_GAIN_LEAVE, asked for by BML_LEAVE_AFTER
+ * submissions in a row (one slow round trip, which the driver gives now
+ * and then, would move every matrix of the kind): a CPU part that saves little is not worth its pool run,
+ * the host threads it takes from the card's driver, nor moving matrices
+ * for it (on the H200 the CPU's 3 % of a token took 4 ms, the card's 97 %
+ * 0.8; a round trip bound product gains nothing from a CPU part). */
 typedef struct {
   double share;     /* the card's part of each product's rows, in [BML_SHARE_MIN, 1] */
   double card_rate; /* the card's weights a second, as learnt (0: not yet) */
   double step;      /* 0, or the next step's factor after the card finished first */
+  double cpu_rate;  /* the CPU's weights a second in this balance's last submission with CPU rows (0: none) */
+  int leave;        /* submissions in a row, the card alone, that asked for a split */
 } bml__balance;
 
 #define BML_SHARE_MIN 0.02
-/* A share of at least this is 1: a CPU part under 5 % of the rows is not
- * worth its pool dispatch and the host threads it takes from the card's
- * driver (on the H200 the CPU's 3 % of a token took 4 ms, the card's 97 %
- * 0.8), nor moving a matrix for it. */
+/* A share of at least this is 1 where one is given (the open's, the
+ * environment's). */
 #define BML_SHARE_ALONE 0.95
+/* The predicted time a split must save against the card alone: to stay
+ * split, and to leave the card alone. */
+#define BML_SPLIT_GAIN 0.05
+#define BML_SPLIT_GAIN_LEAVE 0.10
+#define BML_LEAVE_AFTER 3
 
 void bml__balance_init(bml__balance *b, double share);
 /* Learns from one submission: the card computed wg weights, the CPU wc.
  * card_first: the card's last result was there when the CPU was done; t_card:
  * seconds from the dispatch to the card's last result (card_first: to the
  * CPU being done, an upper bound); t_cpu: the CPU's seconds for its wc;
- * cpu_rate: the CPU's weights a second measured before (for a submission
- * where it had no rows; 0: unknown).  Nothing is learnt from a submission
- * the card had no part in, or with no rate for the CPU. */
+ * cpu_rate: the CPU's weights a second measured elsewhere, for a balance
+ * that has no rate of its own yet (0: unknown); round_trip: the card's
+ * seconds for a submission of next to no work (0: unknown).  Nothing is
+ * learnt from a submission the card had no part in, or with no rate for
+ * the CPU. */
 void bml__balance_learn(bml__balance *b, double wg, double wc, bool card_first, double t_card, double t_cpu,
-                        double cpu_rate);
+                        double cpu_rate, double round_trip);
 
 /* What a product's split with `held` of its rows on the card costs over
  * the `want` rows the balance asks for, as a part of the wanted split's

@@ -21,6 +21,8 @@
 #define CAL_ROWS 4096
 #define CAL_N 4096
 #define CAL_RUNS 3
+/* The round trip's product: next to no work. */
+#define CAL_TRIP_ROWS 64
 #define MIN_SHARE 0.02
 
 /* One matrix of a group. */
@@ -139,6 +141,7 @@ struct bml_worker {
   batch_kind kinds[KINDS_MAX];
   size_t nkinds; /* kinds known, at most KINDS_MAX */
   double cpu_rate; /* the CPU's weights a second, as last measured (0: not yet) */
+  double round_trip; /* the card's seconds for a product of next to no work (0: not measured) */
   bml_product single; /* the product of bml_worker_begin */
   size_t *card_rows, card_rows_cap;
   group *groups;
@@ -403,6 +406,8 @@ static int ensure_uploaded(bml_worker *w, entry *e, const size_t *want, uint64_t
     size_t sum = 0;
     for (size_t i = 0; i < e->nmembers; i++) sum += want[i];
     e->moves++, e->last_dir = sum > held_sum ? 1 : -1;
+    bml__debug(BML_CAT_WORKER, "\"%s\" moved (%u moves): the card's rows %zu -> %zu", e->members[0].name, e->moves,
+               held_sum, sum);
   }
   e->since_move = 0;
   return 0;
@@ -923,7 +928,7 @@ static void learn(bml_worker *w, const submission *s, bool card_first, double t_
   if (wc < 0) wc = 0;
   if (t_cpu < 0) t_cpu = 0;
   double before = s->balance->share;
-  bml__balance_learn(s->balance, wg, wc, card_first, t_card, t_cpu, cpu_rate);
+  bml__balance_learn(s->balance, wg, wc, card_first, t_card, t_cpu, cpu_rate, w->round_trip);
   if (fabs(s->balance->share - before) >= 0.005)
     bml__debug(BML_CAT_WORKER, "share %.3f -> %.3f: the card %s %.3f ms for %.0f%%, the CPU %.3f ms", before,
                s->balance->share, card_first ? "first, at most" : "took", t_card * 1e3, 100 * wg / (wg + wc),
@@ -991,7 +996,6 @@ static int complete(bml_worker *w, submission *s) {
   return rc;
 }
 
-/* The CPU's rows of every product, on the pool. */
 /* Between a batch's products the CPU looks at the card's last read (at
  * most every WATCH_EVERY seconds, until it is done): when the card finishes
  * first, its time is then known within the CPU's step rather than bounded
@@ -1143,21 +1147,24 @@ int bml_worker_mat_vec_batch(bml_worker *w, const bml_product *products, size_t 
 
 /* ---- open: verify, calibrate -------------------------------------------------------- */
 
-/* Best of CAL_RUNS of one CAL_ROWS x CAL_N product on the card and on the pool, each after one untimed. */
+/* Best of CAL_RUNS of one CAL_ROWS x CAL_N product on the card and on the
+ * pool, each after one untimed, and of a CAL_TRIP_ROWS x CAL_N product on
+ * the card (its round trip: w->round_trip). */
 static int calibrate(bml_worker *w, double *card_s, double *cpu_s) {
   const size_t rows = CAL_ROWS, n = CAL_N;
   bml_block_q1_0 *wts = malloc(rows * (n / BML_Q1_0_BLOCK) * sizeof *wts);
   bml_block_q8_0 *act = malloc(n / BML_Q8_0_BLOCK * sizeof *act);
   float *out = malloc(rows * sizeof *out);
   uint64_t seed = 0xca11b7a7e;
-  bml__card_matrix m = {0};
+  bml__card_matrix m = {0}, trip = {0};
   int rc = wts && act && out ? 0 : BML_ENOMEM;
   if (rc == 0) {
     bml__gen_q1_0(&seed, wts, rows, n, true);
     rc = bml__gen_q8_0(&seed, act, n, true);
   }
-  bml__rows_part part = {wts, rows};
+  bml__rows_part part = {wts, rows}, small = {wts, CAL_TRIP_ROWS};
   if (rc == 0) rc = bml__card_matrix_upload(w->card, &part, 1, n, true, &m);
+  if (rc == 0) rc = bml__card_matrix_upload(w->card, &small, 1, n, true, &trip);
   /* Each side is timed in a run of its own, after an untimed product: a
    * CPU product timed right after a card's wait found the pool's threads
    * asleep, or the driver's threads still spinning, and moved 3-6x between
@@ -1176,6 +1183,16 @@ static int calibrate(bml_worker *w, double *card_s, double *cpu_s) {
     double t1 = bml__now();
     if (i > 0 && t1 - t0 < *card_s) *card_s = t1 - t0;
   }
+  double best_trip = 1e30;
+  for (int i = 0; rc == 0 && i <= CAL_RUNS; i++) {
+    double t0 = bml__now();
+    rc = bml__card_product(w->card, &w->build, kernel_for(w, CAL_TRIP_ROWS), 0, &trip, act, &w->acts, &w->outs,
+                           out);
+    double t1 = bml__now();
+    if (i > 0 && t1 - t0 < best_trip) best_trip = t1 - t0;
+  }
+  if (rc == 0) w->round_trip = best_trip;
+  bml__card_matrix_free(w->card, &trip);
   bml__card_matrix_free(w->card, &m);
   free(wts), free(act), free(out);
   return rc;
@@ -1257,7 +1274,8 @@ static int decide_share(bml_worker *w) {
   if (rc != 0) return rc;
   w->share = cpu_s / (card_s + cpu_s); /* card rate / (card rate + CPU rate) */
   w->cpu_rate = (double)CAL_ROWS * CAL_N / cpu_s;
-  bml__debug(BML_CAT_WORKER, "calibration: card %.3f ms, CPU %.3f ms: share %.3f", card_s * 1e3, cpu_s * 1e3, w->share);
+  bml__debug(BML_CAT_WORKER, "calibration: card %.3f ms, CPU %.3f ms: share %.3f; the card's round trip %.3f ms",
+             card_s * 1e3, cpu_s * 1e3, w->share, w->round_trip * 1e3);
   if (w->share < MIN_SHARE) {
     not_used(&logged_share, "\"%s\": calibrated share %.3f is below %.2f (card %.3f ms, CPU %.3f ms for %dx%d)",
              w->card->name, w->share, MIN_SHARE, card_s * 1e3, cpu_s * 1e3, CAL_ROWS, CAL_N);
@@ -1358,7 +1376,7 @@ static json_t *status_json(const bml_worker *w) {
   if (w->share_fixed) on_card = (json_int_t)w->nshapes, tuning = 0, on_cpu = 0;
   return json_pack(
       "{s:s, s:I, s:f, s:f, s:b, s:I, s:I, s:I, s:b, s:b, s:b, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:s, "
-      "s:b, s:I, s:I, s:f, s:{s:I, s:f, s:f, s:f, s:f, s:f}}",
+      "s:b, s:I, s:I, s:f, s:f, s:{s:I, s:f, s:f, s:f, s:f, s:f}}",
       "card", w->card->name, "device", (json_int_t)w->device, "limit", w->limiter.limit, "share", w->share,
       "share_fixed", w->share_fixed, "allocated_bytes", (json_int_t)w->limiter.allocated,
       "matrix_bytes", (json_int_t)matrix_bytes(w),
@@ -1371,7 +1389,7 @@ static json_t *status_json(const bml_worker *w) {
       tuning, "matrices", (json_int_t)w->nentries, "launches", (json_int_t)w->time.launches, "fma", w->build.emulated_fma ? "emulated" : "native", "software",
       w->devices->dev[w->device].software != NULL, "queues",
       (json_int_t)(w->card->nside + 1), "rests_waited", (json_int_t)w->count.rests_waited,
-      "cpu_weights_per_second", w->cpu_rate, "seconds",
+      "cpu_weights_per_second", w->cpu_rate, "round_trip_seconds", w->round_trip, "seconds",
       "submissions", (json_int_t)w->time.submissions, "enqueue", w->time.enqueue, "cpu", w->time.cpu, "wait",
       w->time.wait, "copy_out", w->time.copy, "rest", w->time.rest);
 }
