@@ -65,8 +65,8 @@ static double beyond(double t, double round_trip) {
 void bml__balance_learn(bml__balance *b, double wg, double wc, bool card_first, double t_card, double t_cpu,
                         double cpu_rate, double round_trip) {
   if (!(wg > 0.0) || !(t_card > 0.0)) return;
-  if (wc > 0.0 && t_cpu > 0.0 && isfinite(wc / t_cpu)) b->cpu_rate = wc / t_cpu;
-  double rc = b->cpu_rate > 0.0 ? b->cpu_rate : cpu_rate;
+  const double own_rc = wc > 0.0 && t_cpu > 0.0 && isfinite(wc / t_cpu) ? wc / t_cpu : b->cpu_rate;
+  double rc = own_rc > 0.0 ? own_rc : cpu_rate;
   if (!(rc > 0.0)) return;
   const double rt = round_trip > 0.0 ? round_trip : 0.0;
   double measured = wg / beyond(t_card, rt), rate = measured, step = 0.0;
@@ -88,7 +88,10 @@ void bml__balance_learn(bml__balance *b, double wg, double wc, bool card_first, 
   double share = (t_cpu_all - rt) / (t_gpu + t_cpu_all);
   if (!isfinite(rate) || !(share == share)) return; /* an overflow teaches nothing */
   if (share < BML_SHARE_MIN) share = BML_SHARE_MIN;
-  const double split = (1.0 - share) * t_cpu_all, alone = rt + t_gpu;
+  /* the longer side: at the least share, a CPU alone faster than the round
+   * trip leaves the card's the longer */
+  const double card_side = rt + share * t_gpu, cpu_side = (1.0 - share) * t_cpu_all;
+  const double split = card_side > cpu_side ? card_side : cpu_side, alone = rt + t_gpu;
   const bool alone_now = b->share >= 1.0;
   if (share >= 1.0 || !(split < (1.0 - (alone_now ? BML_SPLIT_GAIN_LEAVE : BML_SPLIT_GAIN)) * alone)) share = 1.0;
   b->leave = alone_now && share < 1.0 ? b->leave + 1 : 0;
@@ -96,6 +99,7 @@ void bml__balance_learn(bml__balance *b, double wg, double wc, bool card_first, 
   else b->leave = 0;
   b->step = step;
   b->card_rate = rate;
+  b->cpu_rate = own_rc;
   b->share = share;
 }
 

@@ -318,9 +318,15 @@ typedef struct {
   void *tick_ctx;
 } many_job;
 
+/* The calling thread looks at the caller's tick at least every this many
+ * weights of its stretch (about 15 us of one thread's work). */
+#define TICK_WEIGHTS (1u << 18)
+
 /* Where thread t's stretch starts: piece *i, row *r (t == nthreads: the end). */
 static void many_start(const many_job *j, int t, int nthreads, size_t *i, size_t *r) {
-  const uint64_t at = (uint64_t)((unsigned __int128)j->total * (unsigned)t / (unsigned)nthreads);
+  /* total * t / nthreads without overflow: the remainder's product is under 2^20 */
+  const uint64_t q = j->total / (unsigned)nthreads, rem = j->total % (unsigned)nthreads;
+  const uint64_t at = q * (unsigned)t + rem * (unsigned)t / (unsigned)nthreads;
   uint64_t before = 0;
   for (*i = 0; *i < j->count; (*i)++) {
     const uint64_t wts = (uint64_t)j->pc[*i].rows * j->pc[*i].n;
@@ -345,13 +351,29 @@ static void many_chunk(void *ctx, int tid, int nthreads) {
     const bml__cpu_piece *pc = &j->pc[i];
     const size_t from = i == i0 ? r0 : 0, to = i == i1 ? r1 : pc->rows;
     if (to <= from) continue;
-    if (tid == 0 && j->tick) j->tick(j->tick_ctx);
     if (pc->a != prepped || pc->n != prepped_n) {
       j->k->prep(pc->a, pc->n, scratch);
       prepped = pc->a, prepped_n = pc->n;
     }
-    j->k->rows(pc->w + from * (pc->n / BML_Q1_0_BLOCK), to - from, pc->n, pc->a, scratch, pc->out + from);
+    /* the calling thread ticks between steps of its stretch */
+    const size_t step = tid == 0 && j->tick ? (TICK_WEIGHTS / pc->n > 0 ? TICK_WEIGHTS / pc->n : 1) : to - from;
+    for (size_t a = from; a < to; a += step) {
+      const size_t b = to - a < step ? to : a + step;
+      if (tid == 0 && j->tick) j->tick(j->tick_ctx);
+      j->k->rows(pc->w + a * (pc->n / BML_Q1_0_BLOCK), b - a, pc->n, pc->a, scratch, pc->out + a);
+    }
   }
+}
+
+/* The pieces on the calling thread alone. */
+static int many_alone(const bml__cpu_piece *pc, size_t count, void (*tick)(void *ctx), void *tick_ctx) {
+  for (size_t i = 0; i < count; i++) {
+    if (pc[i].rows == 0) continue;
+    if (tick) tick(tick_ctx);
+    int rc = bml_q1_0_mat_vec(pc[i].w, pc[i].rows, pc[i].n, pc[i].a, pc[i].out);
+    if (rc != 0) return rc;
+  }
+  return 0;
 }
 
 int bml__pool_mat_vec_many(bml_pool *p, const bml__cpu_piece *pc, size_t count, void (*tick)(void *ctx),
@@ -371,16 +393,8 @@ int bml__pool_mat_vec_many(bml_pool *p, const bml__cpu_piece *pc, size_t count, 
     if (tick) tick(tick_ctx);
     return bml__pool_mat_vec_or_alone(p, pc[last].w, pc[last].rows, pc[last].n, pc[last].a, pc[last].out);
   }
-  if (atomic_flag_test_and_set_explicit(&p->driving, memory_order_acquire)) {
-    /* another thread drives the pool: this one computes them alone */
-    for (size_t i = 0; i < count; i++) {
-      if (pc[i].rows == 0) continue;
-      if (tick) tick(tick_ctx);
-      int rc = bml_q1_0_mat_vec(pc[i].w, pc[i].rows, pc[i].n, pc[i].a, pc[i].out);
-      if (rc != 0) return rc;
-    }
-    return 0;
-  }
+  /* another thread drives the pool: this one computes them alone */
+  if (atomic_flag_test_and_set_explicit(&p->driving, memory_order_acquire)) return many_alone(pc, count, tick, tick_ctx);
   j.stride = (j.k->prep_size(nmax) + 63) / 64 * 64;
   int rc = ensure_scratch(p, j.stride * (size_t)p->nthreads);
   if (rc == 0) {
@@ -388,5 +402,5 @@ int bml__pool_mat_vec_many(bml_pool *p, const bml__cpu_piece *pc, size_t count, 
     pool_run(p, many_chunk, &j);
   }
   atomic_flag_clear_explicit(&p->driving, memory_order_release);
-  return rc;
+  return rc == BML_ENOMEM ? many_alone(pc, count, tick, tick_ctx) : rc; /* no room for every thread's scratch */
 }

@@ -242,6 +242,15 @@ Test(balance, a_noisy_round_trip_keeps_the_card_alone) {
     sim_step(&small, &b, i % 7 == 6 ? 2.0 : 1.0);
     cr_assert_eq(b.share, 1.0, "product %d: the card alone left for %f", i, b.share);
   }
+  /* a smaller product, whose CPU alone beats the round trip: the card's
+   * least share still costs the round trip, so the card stays alone */
+  sim smaller = {.rg = 5e12, .rc = 3.4e11, .o = 22e-6, .w = 4e6};
+  bml__balance_init(&b, 1.0);
+  b.cpu_rate = smaller.rc;
+  for (int i = 0; i < 30; i++) {
+    sim_step(&smaller, &b, 1.0);
+    cr_assert_eq(b.share, 1.0, "product %d: the card alone left for %f", i, b.share);
+  }
   /* without the round trip, the same products look like a card of a
    * seventh of its rate, and a split */
   bml__balance_learn(&b, small.w, 0, false, 25.4e-6, 0, 0, 0.0);
@@ -342,6 +351,8 @@ Test(balance, a_card_first_forever_stays_finite) {
               "submission %d: share %g, card rate %g", i, b.share, b.card_rate);
   }
   cr_expect_eq(b.share, 1.0);
+  const double cpu_rate = b.cpu_rate;
   bml__balance_learn(&b, 1e300, 1e-300, true, 1e-300, 1.0, 1.0, 0.0); /* an overflow */
   cr_expect(isfinite(b.card_rate) && b.share == 1.0, "share %g, card rate %g", b.share, b.card_rate);
+  cr_expect_eq(b.cpu_rate, cpu_rate, "an overflow taught the CPU's rate: %g", b.cpu_rate);
 }

@@ -218,6 +218,32 @@ Test(pool, many_products_in_one_run_give_each_products_bits) {
   }
 }
 
+/* The caller watches the card while the pool works: its tick comes every
+ * 2^18 weights or so of the calling thread's stretch, not once. */
+Test(pool, the_calling_thread_ticks_through_its_stretch) {
+  const size_t rows = 4096, n = 1024;
+  bml_block_q1_0 *w = malloc(rows * (n / 128) * sizeof *w);
+  bml_block_q8_0 *a = malloc(n / 32 * sizeof *a);
+  float *want = malloc(2 * rows * sizeof *want), *got = malloc(2 * rows * sizeof *got);
+  cr_assert(w && a && want && got);
+  uint64_t seed = 5;
+  bml__gen_q1_0(&seed, w, rows, n, true);
+  cr_assert_eq(bml__gen_q8_0(&seed, a, n, true), 0);
+  cr_assert_eq(bml_q1_0_mat_vec(w, rows, n, a, want), 0);
+  memcpy(want + rows, want, rows * sizeof *want);
+  bml_pool *p = NULL;
+  cr_assert_eq(bml_pool_open(2, &p), 0);
+  bml__cpu_piece pc[2] = {{w, rows, n, a, got}, {w, rows, n, a, got + rows}};
+  ticks t = {pthread_self(), 0, 0};
+  cr_assert_eq(bml__pool_mat_vec_many(p, pc, 2, count_tick, &t), 0);
+  cr_expect(golden_first_difference(want, got, 2 * rows) < 0);
+  /* the calling thread's stretch: the first product, 4M weights, 16 steps */
+  cr_expect_eq(t.ticks, 16, "%d ticks (want one every 256 rows of 1024)", t.ticks);
+  cr_expect_eq(t.elsewhere, 0);
+  bml_pool_close(p);
+  free(w), free(a), free(want), free(got);
+}
+
 Test(pool, many_products_with_one_bad_compute_none) {
   many_set m;
   many_make(&m);
@@ -226,7 +252,8 @@ Test(pool, many_products_with_one_bad_compute_none) {
   m.pc[MANY - 1].n = 200;
   cr_expect_eq(bml__pool_mat_vec_many(p, m.pc, MANY, NULL, NULL), BML_ESHAPE);
   for (int i = 0; i < MANY; i++)
-    cr_expect_eq(golden_bits(m.got[i][0]), 0xffffffffu, "product %d was computed beside a bad one", i);
+    for (size_t r = 0; r <= m.pc[i].rows; r++)
+      cr_assert_eq(golden_bits(m.got[i][r]), 0xffffffffu, "product %d row %zu was computed beside a bad one", i, r);
   m.pc[MANY - 1].n = many_n[(MANY - 1) / 3 % 3];
   m.pc[2].out = NULL;
   cr_expect_eq(bml__pool_mat_vec_many(p, m.pc, MANY, NULL, NULL), BML_EINVAL);
