@@ -145,13 +145,14 @@ typedef struct {
 /* The pieces' rows in one run of the pool, the threads sharing their
  * weights evenly (the same bits as a product each: a row is always one
  * thread's); tick(tick_ctx), when given, runs on the calling thread only,
- * before each step of about 2^18 weights of its own stretch (of a piece
- * when there is one).  While another thread drives the pool, or without
- * the memory for every thread's scratch, the calling thread computes them
- * alone.  0, the error bml_q1_0_mat_vec gives
- * a piece's arguments (before any is computed) or BML_ENOMEM. */
+ * before each step of about 2^18 weights of its own stretch (once when the
+ * stretch is empty).  While another thread drives the pool, or without the
+ * memory for every thread's scratch, the calling thread computes them
+ * alone, and says so in *alone (may be NULL): its time is then no measure
+ * of the pool's.  0, the error bml_q1_0_mat_vec gives a piece's arguments
+ * (before any is computed) or BML_ENOMEM. */
 int bml__pool_mat_vec_many(bml_pool *p, const bml__cpu_piece *pc, size_t count, void (*tick)(void *ctx),
-                           void *tick_ctx);
+                           void *tick_ctx, bool *alone);
 
 /* Aligned scratch (64 bytes).  Free with bml__aligned_free (NULL-safe). */
 void *bml__aligned_alloc(size_t size);

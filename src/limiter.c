@@ -50,6 +50,7 @@ void bml__balance_init(bml__balance *b, double share) {
   b->step = 0.0;
   b->cpu_rate = 0.0;
   b->leave = 0;
+  b->alone_runs = 0;
 }
 
 #define BALANCE_STEP_FIRST 1.25
@@ -65,10 +66,20 @@ static double beyond(double t, double round_trip) {
 void bml__balance_learn(bml__balance *b, double wg, double wc, bool card_first, double t_card, double t_cpu,
                         double cpu_rate, double round_trip) {
   if (!(wg > 0.0) || !(t_card > 0.0)) return;
-  const double own_rc = wc > 0.0 && t_cpu > 0.0 && isfinite(wc / t_cpu) ? wc / t_cpu : b->cpu_rate;
-  double rc = own_rc > 0.0 ? own_rc : cpu_rate;
+  const bool measured_cpu = wc > 0.0 && t_cpu > 0.0 && isfinite(wc / t_cpu);
+  const double own_rc = measured_cpu ? wc / t_cpu : b->cpu_rate;
+  const bool aged = !measured_cpu && b->alone_runs >= BML_RATE_AGE && cpu_rate > 0.0;
+  double rc = own_rc > 0.0 && !aged ? own_rc : cpu_rate;
   if (!(rc > 0.0)) return;
-  const double rt = round_trip > 0.0 ? round_trip : 0.0;
+  if (card_first && t_card < round_trip) {
+    /* the card beat the round trip believed: it was measured long (the
+     * worker lowers it); the card alone measures the card again */
+    b->share = 1.0, b->step = 0.0, b->leave = 0;
+    b->cpu_rate = own_rc;
+    b->alone_runs = measured_cpu ? 0 : b->alone_runs + 1;
+    return;
+  }
+  const double rt = round_trip > 0.0 ? (round_trip < t_card ? round_trip : t_card) : 0.0;
   double measured = wg / beyond(t_card, rt), rate = measured, step = 0.0;
   if (card_first) {
     /* at least as fast as the bound says and as this split balanced (the
@@ -100,6 +111,7 @@ void bml__balance_learn(bml__balance *b, double wg, double wc, bool card_first, 
   b->step = step;
   b->card_rate = rate;
   b->cpu_rate = own_rc;
+  b->alone_runs = measured_cpu ? 0 : b->alone_runs + 1;
   b->share = share;
 }
 

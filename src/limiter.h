@@ -46,9 +46,11 @@ void bml__limiter_drop(bml__limiter *l, uint64_t bytes);
  * trip); when it finished first it was at least as fast as that split
  * needed, so the card is taken for faster than that by a step that grows
  * while it keeps finishing first (1.25, 2.5, 5, ... at most 16) and starts
- * again once it does not.  The CPU's rate is the balance's own, from its
- * last submission with CPU rows (a kind of batch of a few small products
- * and a token's differ by 10x on a host that drives a card).  The share is
+ * again once it does not.  The card's time beyond the round trip is
+ * taken as at least a tenth of its time.  The CPU's rate is the balance's
+ * own, from its last submission with CPU rows (a kind of batch of a few
+ * small products and a token's differ by 3-5x on a host that drives a
+ * card), until BML_RATE_AGE submissions without them.  The share is
  * the one that makes both finish together, unless the card alone is
  * predicted as fast within BML_SPLIT_GAIN; the card alone is left for a
  * split predicted to save BML_SPLIT_GAIN_LEAVE, asked for by BML_LEAVE_AFTER
@@ -63,6 +65,7 @@ typedef struct {
   double step;      /* 0, or the next step's factor after the card finished first */
   double cpu_rate;  /* the CPU's weights a second in this balance's last submission with CPU rows (0: none) */
   int leave;        /* submissions in a row, the card alone, that asked for a split */
+  int alone_runs;   /* submissions since the CPU last had rows (its own rate's age) */
 } bml__balance;
 
 #define BML_SHARE_MIN 0.02
@@ -74,6 +77,10 @@ typedef struct {
 #define BML_SPLIT_GAIN 0.05
 #define BML_SPLIT_GAIN_LEAVE 0.10
 #define BML_LEAVE_AFTER 3
+/* A balance's own CPU rate gives way to the one measured last on any kind
+ * after this many submissions without CPU rows: one measured slow (a busy
+ * host) would otherwise keep the card alone for good. */
+#define BML_RATE_AGE 64
 
 void bml__balance_init(bml__balance *b, double share);
 /* Learns from one submission: the card computed wg weights, the CPU wc.

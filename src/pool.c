@@ -322,6 +322,9 @@ typedef struct {
  * weights of its stretch (about 15 us of one thread's work). */
 #define TICK_WEIGHTS (1u << 18)
 
+/* The rows of a step between two ticks, for rows of n weights. */
+static size_t tick_rows(size_t n) { return TICK_WEIGHTS / n > 0 ? TICK_WEIGHTS / n : 1; }
+
 /* Where thread t's stretch starts: piece *i, row *r (t == nthreads: the end). */
 static void many_start(const many_job *j, int t, int nthreads, size_t *i, size_t *r) {
   /* total * t / nthreads without overflow: the remainder's product is under 2^20 */
@@ -347,6 +350,8 @@ static void many_chunk(void *ctx, int tid, int nthreads) {
   void *scratch = j->scratch + (size_t)tid * j->stride;
   const bml_block_q8_0 *prepped = NULL;
   size_t prepped_n = 0;
+  const bool ticks = tid == 0 && j->tick;
+  bool ticked = false;
   for (size_t i = i0; i <= i1 && i < j->count; i++) {
     const bml__cpu_piece *pc = &j->pc[i];
     const size_t from = i == i0 ? r0 : 0, to = i == i1 ? r1 : pc->rows;
@@ -356,28 +361,33 @@ static void many_chunk(void *ctx, int tid, int nthreads) {
       prepped = pc->a, prepped_n = pc->n;
     }
     /* the calling thread ticks between steps of its stretch */
-    const size_t step = tid == 0 && j->tick ? (TICK_WEIGHTS / pc->n > 0 ? TICK_WEIGHTS / pc->n : 1) : to - from;
+    const size_t step = ticks ? tick_rows(pc->n) : to - from;
     for (size_t a = from; a < to; a += step) {
       const size_t b = to - a < step ? to : a + step;
-      if (tid == 0 && j->tick) j->tick(j->tick_ctx);
+      if (ticks) j->tick(j->tick_ctx), ticked = true;
       j->k->rows(pc->w + a * (pc->n / BML_Q1_0_BLOCK), b - a, pc->n, pc->a, scratch, pc->out + a);
     }
   }
+  if (ticks && !ticked) j->tick(j->tick_ctx); /* a stretch of nothing still looks once */
 }
 
-/* The pieces on the calling thread alone. */
+/* The pieces on the calling thread alone, a tick before each step. */
 static int many_alone(const bml__cpu_piece *pc, size_t count, void (*tick)(void *ctx), void *tick_ctx) {
   for (size_t i = 0; i < count; i++) {
-    if (pc[i].rows == 0) continue;
-    if (tick) tick(tick_ctx);
-    int rc = bml_q1_0_mat_vec(pc[i].w, pc[i].rows, pc[i].n, pc[i].a, pc[i].out);
-    if (rc != 0) return rc;
+    const size_t step = tick ? tick_rows(pc[i].n) : pc[i].rows, nb = pc[i].n / BML_Q1_0_BLOCK;
+    for (size_t a = 0; a < pc[i].rows; a += step) {
+      const size_t rows = pc[i].rows - a < step ? pc[i].rows - a : step;
+      if (tick) tick(tick_ctx);
+      int rc = bml_q1_0_mat_vec(pc[i].w + a * nb, rows, pc[i].n, pc[i].a, pc[i].out + a);
+      if (rc != 0) return rc;
+    }
   }
   return 0;
 }
 
 int bml__pool_mat_vec_many(bml_pool *p, const bml__cpu_piece *pc, size_t count, void (*tick)(void *ctx),
-                           void *tick_ctx) {
+                           void *tick_ctx, bool *alone) {
+  if (alone) *alone = false;
   if (!p || (!pc && count)) return BML_EINVAL;
   many_job j = {bml__q1_0_kernel_active(), pc, count, 0, NULL, 0, tick, tick_ctx};
   size_t nmax = 0, nonempty = 0, last = 0;
@@ -389,18 +399,21 @@ int bml__pool_mat_vec_many(bml_pool *p, const bml__cpu_piece *pc, size_t count, 
     if (pc[i].rows && pc[i].n > nmax) nmax = pc[i].n;
   }
   if (nonempty == 0) return 0;
-  if (nonempty == 1) { /* one activation, prepared once for every thread */
-    if (tick) tick(tick_ctx);
-    return bml__pool_mat_vec_or_alone(p, pc[last].w, pc[last].rows, pc[last].n, pc[last].a, pc[last].out);
+  int rc = BML_EBUSY;
+  if (nonempty == 1 && !tick) /* one activation, prepared once for every thread */
+    rc = bml_pool_q1_0_mat_vec(p, pc[last].w, pc[last].rows, pc[last].n, pc[last].a, pc[last].out);
+  else if (!atomic_flag_test_and_set_explicit(&p->driving, memory_order_acquire)) {
+    j.stride = (j.k->prep_size(nmax) + 63) / 64 * 64;
+    rc = ensure_scratch(p, j.stride * (size_t)p->nthreads);
+    if (rc == 0) {
+      j.scratch = p->scratch;
+      pool_run(p, many_chunk, &j);
+    }
+    atomic_flag_clear_explicit(&p->driving, memory_order_release);
   }
-  /* another thread drives the pool: this one computes them alone */
-  if (atomic_flag_test_and_set_explicit(&p->driving, memory_order_acquire)) return many_alone(pc, count, tick, tick_ctx);
-  j.stride = (j.k->prep_size(nmax) + 63) / 64 * 64;
-  int rc = ensure_scratch(p, j.stride * (size_t)p->nthreads);
-  if (rc == 0) {
-    j.scratch = p->scratch;
-    pool_run(p, many_chunk, &j);
-  }
-  atomic_flag_clear_explicit(&p->driving, memory_order_release);
-  return rc == BML_ENOMEM ? many_alone(pc, count, tick, tick_ctx) : rc; /* no room for every thread's scratch */
+  if (rc != BML_EBUSY && rc != BML_ENOMEM) return rc;
+  /* another thread drives the pool, or no room for the threads' scratch:
+   * the calling thread computes them alone */
+  if (alone) *alone = true;
+  return many_alone(pc, count, tick, tick_ctx);
 }

@@ -90,6 +90,7 @@ typedef struct {
   double forced_weights, forced_time; /* the CPU's work on forced groups: it does not follow the share */
   bool own_cpu;  /* the worker computes the CPU's rows (not the caller of bml_worker_begin): their
                     time is known */
+  bool cpu_alone; /* they ran on the calling thread alone (another thread drove the pool) */
   double begin_time, dispatch_time;
   double ready_time; /* the card's part enqueued: the CPU's part starts */
   double seen_busy, seen_done; /* a batch's CPU part looked at the card: when it last saw it at work, when done (0: not) */
@@ -918,6 +919,11 @@ static void learn(bml_worker *w, const submission *s, bool card_first, double t_
     wg += (double)s->card_rows[i] * (double)s->p[i].n;
     wc += (double)(s->p[i].rows - s->card_rows[i]) * (double)s->p[i].n;
   }
+  /* any submission of the card's bounds its round trip (one measured long
+   * at the open would keep a balance at the least share) */
+  if (s->on_card && t_card > 0 && t_card < w->round_trip) w->round_trip = t_card;
+  /* the pool driven by another thread: the rows ran on this one alone */
+  if (s->cpu_alone) return;
   double cpu_rate = w->cpu_rate;
   if (wc > 0 && t_cpu > 0) w->cpu_rate = wc / t_cpu;
   if (w->share_fixed || !s->balance || !s->on_card || s->uploaded || w->hooks.hold_balance) return;
@@ -927,6 +933,8 @@ static void learn(bml_worker *w, const submission *s, bool card_first, double t_
   wc -= s->forced_weights, t_cpu -= s->forced_time;
   if (wc < 0) wc = 0;
   if (t_cpu < 0) t_cpu = 0;
+  /* the card first, and the CPU had only those: its bound is theirs */
+  if (card_first && wc == 0) return;
   double before = s->balance->share;
   bml__balance_learn(s->balance, wg, wc, card_first, t_card, t_cpu, cpu_rate, w->round_trip);
   if (fabs(s->balance->share - before) >= 0.005)
@@ -1033,13 +1041,16 @@ static int cpu_rows(bml_worker *w, submission *s) {
   size_t np = 0;
   for (size_t k = 0; k < s->ngroups; k++)
     if (!s->groups[k].forced) np += cpu_pieces(s, &s->groups[k], w->cpu_pieces + np);
-  int rc = bml__pool_mat_vec_many(w->pool, w->cpu_pieces, np, watch_tick, s);
+  bool alone = false;
+  int rc = bml__pool_mat_vec_many(w->pool, w->cpu_pieces, np, watch_tick, s, &alone);
+  s->cpu_alone |= alone;
   for (size_t k = 0; rc == 0 && k < s->ngroups; k++) {
     const group *g = &s->groups[k];
     if (!g->forced) continue;
     const double t0 = bml__now();
     np = cpu_pieces(s, g, w->cpu_pieces);
-    rc = bml__pool_mat_vec_many(w->pool, w->cpu_pieces, np, watch_tick, s);
+    rc = bml__pool_mat_vec_many(w->pool, w->cpu_pieces, np, watch_tick, s, &alone);
+    s->cpu_alone |= alone;
     for (size_t i = 0; i < np; i++) s->forced_weights += (double)w->cpu_pieces[i].rows * (double)w->cpu_pieces[i].n;
     s->forced_time += bml__now() - t0;
   }

@@ -275,6 +275,50 @@ Test(balance, a_balance_takes_its_own_cpu_rate_before_another_measured_last) {
   cr_expect_float_eq(c.share, 2.0 / 3.0, 1e-12, "none of its own yet: the one given");
 }
 
+/* One submission's CPU measured slow (another process on the host) sends
+ * an even pair's balance to the card alone; its own rate then ages, and
+ * the rate measured elsewhere brings the split back. */
+Test(balance, a_cpu_rate_measured_slow_once_does_not_keep_the_card_alone) {
+  sim igpu = {.rg = 2e11, .rc = 2e11, .o = 50e-6, .w = 6.7e7};
+  bml__balance b;
+  bml__balance_init(&b, 0.5);
+  for (int i = 0; i < 20; i++) sim_step(&igpu, &b, 1.0);
+  cr_assert_lt(b.share, 0.9);
+  const double wg = b.share * igpu.w, wc = igpu.w - wg;
+  bml__balance_learn(&b, wg, wc, false, igpu.o + wg / igpu.rg, wc / (igpu.rc / 20), igpu.rc, igpu.o);
+  cr_assert_eq(b.share, 1.0, "the CPU twenty times slower: the card alone (%f)", b.share);
+  int back = -1;
+  for (int i = 0; i < 200 && back < 0; i++) {
+    sim_step(&igpu, &b, 1.0);
+    if (b.share < 0.9) back = i;
+  }
+  cr_expect_eq(back, BML_RATE_AGE + BML_LEAVE_AFTER - 1, "split again after %d products", back + 1);
+  double best = sim_best(&igpu);
+  for (int i = 0; i < 10; i++) sim_step(&igpu, &b, 1.0);
+  cr_expect_leq(sim_step(&igpu, &b, 1.0), 1.1 * best);
+}
+
+/* A round trip measured long at the open (45 us for 20): the CPU alone
+ * (30 us) looks faster than the card could ever be, and the balance sat
+ * at its least share, 29.4 us a product against 20.6 for the card alone.
+ * A card that beats the round trip believed goes alone, where the worker
+ * then measures it (and lowers the round trip to what it took). */
+Test(balance, a_round_trip_measured_long_does_not_keep_the_card_at_the_least_share) {
+  sim m = {.rg = 1.7e13, .rc = 3.4e11, .o = 20e-6, .w = 1.02e7};
+  bml__balance b;
+  bml__balance_init(&b, BML_SHARE_MIN);
+  double rt = 45e-6, t = 0;
+  for (int i = 0; i < 20; i++) {
+    const double wg = b.share * m.w, wc = m.w - wg, tg = m.o + wg / m.rg, tc = wc / m.rc;
+    const bool first = tg <= tc;
+    bml__balance_learn(&b, wg, wc, first, first ? tc : tg, tc, m.rc, rt);
+    if ((first ? tc : tg) < rt) rt = first ? tc : tg; /* as the worker lowers it */
+    t = tg > tc ? tg : tc;
+  }
+  cr_expect_eq(b.share, 1.0, "share %f", b.share);
+  cr_expect_leq(t, 1.1 * sim_best(&m), "%g s a product against the best %g", t, sim_best(&m));
+}
+
 /* Stays split for a predicted gain of 5 %, leaves the card alone for 10 %. */
 Test(balance, a_split_must_save_time_to_be_kept_and_more_to_be_taken) {
   bml__balance b;

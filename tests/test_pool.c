@@ -204,8 +204,10 @@ Test(pool, many_products_in_one_run_give_each_products_bits) {
     bml_pool *p = NULL;
     cr_assert_eq(bml_pool_open(threads, &p), 0);
     ticks t = {pthread_self(), 0, 0};
+    bool alone = true;
     unsigned long runs = bml__pool_runs(p);
-    cr_assert_eq(bml__pool_mat_vec_many(p, m.pc, MANY, count_tick, &t), 0);
+    cr_assert_eq(bml__pool_mat_vec_many(p, m.pc, MANY, count_tick, &t, &alone), 0);
+    cr_expect(!alone, "%d threads: computed alone", threads);
     char what[32];
     snprintf(what, sizeof what, "%d threads", threads);
     many_check(&m, what);
@@ -235,11 +237,18 @@ Test(pool, the_calling_thread_ticks_through_its_stretch) {
   cr_assert_eq(bml_pool_open(2, &p), 0);
   bml__cpu_piece pc[2] = {{w, rows, n, a, got}, {w, rows, n, a, got + rows}};
   ticks t = {pthread_self(), 0, 0};
-  cr_assert_eq(bml__pool_mat_vec_many(p, pc, 2, count_tick, &t), 0);
+  cr_assert_eq(bml__pool_mat_vec_many(p, pc, 2, count_tick, &t, NULL), 0);
   cr_expect(golden_first_difference(want, got, 2 * rows) < 0);
   /* the calling thread's stretch: the first product, 4M weights, 16 steps */
   cr_expect_eq(t.ticks, 16, "%d ticks (want one every 256 rows of 1024)", t.ticks);
   cr_expect_eq(t.elsewhere, 0);
+  /* one product: the calling thread's half of it */
+  t.ticks = 0;
+  memset(got, 0xff, 2 * rows * sizeof *got);
+  cr_assert_eq(bml__pool_mat_vec_many(p, pc, 1, count_tick, &t, NULL), 0);
+  cr_expect(golden_first_difference(want, got, rows) < 0);
+  cr_expect_eq(golden_bits(got[rows]), 0xffffffffu, "a row past the product was written");
+  cr_expect_eq(t.ticks, 8, "one product: %d ticks (want 8)", t.ticks);
   bml_pool_close(p);
   free(w), free(a), free(want), free(got);
 }
@@ -250,16 +259,16 @@ Test(pool, many_products_with_one_bad_compute_none) {
   bml_pool *p = NULL;
   cr_assert_eq(bml_pool_open(3, &p), 0);
   m.pc[MANY - 1].n = 200;
-  cr_expect_eq(bml__pool_mat_vec_many(p, m.pc, MANY, NULL, NULL), BML_ESHAPE);
+  cr_expect_eq(bml__pool_mat_vec_many(p, m.pc, MANY, NULL, NULL, NULL), BML_ESHAPE);
   for (int i = 0; i < MANY; i++)
     for (size_t r = 0; r <= m.pc[i].rows; r++)
       cr_assert_eq(golden_bits(m.got[i][r]), 0xffffffffu, "product %d row %zu was computed beside a bad one", i, r);
   m.pc[MANY - 1].n = many_n[(MANY - 1) / 3 % 3];
   m.pc[2].out = NULL;
-  cr_expect_eq(bml__pool_mat_vec_many(p, m.pc, MANY, NULL, NULL), BML_EINVAL);
-  cr_expect_eq(bml__pool_mat_vec_many(p, NULL, 1, NULL, NULL), BML_EINVAL);
-  cr_expect_eq(bml__pool_mat_vec_many(p, NULL, 0, NULL, NULL), 0);
-  cr_expect_eq(bml__pool_mat_vec_many(NULL, m.pc, 1, NULL, NULL), BML_EINVAL);
+  cr_expect_eq(bml__pool_mat_vec_many(p, m.pc, MANY, NULL, NULL, NULL), BML_EINVAL);
+  cr_expect_eq(bml__pool_mat_vec_many(p, NULL, 1, NULL, NULL, NULL), BML_EINVAL);
+  cr_expect_eq(bml__pool_mat_vec_many(p, NULL, 0, NULL, NULL, NULL), 0);
+  cr_expect_eq(bml__pool_mat_vec_many(NULL, m.pc, 1, NULL, NULL, NULL), BML_EINVAL);
   bml_pool_close(p);
   many_free(&m);
 }
@@ -277,7 +286,9 @@ Test(pool, many_products_while_another_thread_drives_run_alone, .timeout = 60) {
   pthread_mutex_unlock(&g.mu);
   ticks t = {pthread_self(), 0, 0};
   unsigned long runs = bml__pool_runs(g.p);
-  cr_expect_eq(bml__pool_mat_vec_many(g.p, m.pc, MANY, count_tick, &t), 0);
+  bool alone = false;
+  cr_expect_eq(bml__pool_mat_vec_many(g.p, m.pc, MANY, count_tick, &t, &alone), 0);
+  cr_expect(alone, "computed alone, and not said so");
   cr_expect_eq(bml__pool_runs(g.p), runs, "a run of the pool while another thread drives it");
   pthread_mutex_lock(&g.mu);
   g.release = true;
