@@ -79,8 +79,10 @@ typedef struct {
 #define BML_LEAVE_AFTER 3
 /* A balance's own CPU rate gives way to the one measured last on any kind
  * after this many submissions without CPU rows: one measured slow (a busy
- * host) would otherwise keep the card alone for good. */
-#define BML_RATE_AGE 64
+ * host) would otherwise keep the card alone for good.  Not fewer: a small
+ * kind of a model's round trips is used 28-36 times a token, and with 64
+ * its card alone was probed every other token on the H200. */
+#define BML_RATE_AGE 4096
 
 void bml__balance_init(bml__balance *b, double share);
 /* Learns from one submission: the card computed wg weights, the CPU wc.

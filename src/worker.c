@@ -919,9 +919,6 @@ static void learn(bml_worker *w, const submission *s, bool card_first, double t_
     wg += (double)s->card_rows[i] * (double)s->p[i].n;
     wc += (double)(s->p[i].rows - s->card_rows[i]) * (double)s->p[i].n;
   }
-  /* any submission of the card's bounds its round trip (one measured long
-   * at the open would keep a balance at the least share) */
-  if (s->on_card && t_card > 0 && t_card < w->round_trip) w->round_trip = t_card;
   /* the pool driven by another thread: the rows ran on this one alone */
   if (s->cpu_alone) return;
   double cpu_rate = w->cpu_rate;
