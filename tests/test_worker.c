@@ -964,7 +964,7 @@ static void *drive_pool(void *arg) {
  * on the calling thread alone: exact, but no measure of the pool's rate,
  * so nothing is learnt from them (a rate a sixteenth of the pool's kept a
  * kind on the card alone for good). */
-Test(worker, rows_computed_alone_while_another_thread_drives_the_pool_teach_nothing, .timeout = 120) {
+Test(worker, rows_computed_alone_while_another_thread_drives_the_pool_teach_nothing) {
   bml_worker *w = open_worker("0.5");
   cr_assert_eq(bml_worker_set_limit(w, 1.0), 0);
   batch b;
