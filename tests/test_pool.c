@@ -10,6 +10,7 @@
 #include "logbuf.h"
 #include "bml.h"
 #include "golden.h"
+#include "poolgate.h"
 
 static golden_q1_case *cases;
 static int ncases;
@@ -68,31 +69,6 @@ Test(pool, many_products_back_to_back_equal_single_thread) {
   free(w), free(a), free(want), free(got);
 }
 
-/* A job that holds the pool (on its caller, tid 0) until released. */
-typedef struct {
-  pthread_mutex_t mu;
-  pthread_cond_t cv;
-  bool started, release;
-  bml_pool *p;
-} gate;
-
-static void hold_job(void *ctx, int tid, int nthreads) {
-  (void)nthreads;
-  gate *g = ctx;
-  if (tid != 0) return;
-  pthread_mutex_lock(&g->mu);
-  g->started = true;
-  pthread_cond_broadcast(&g->cv);
-  while (!g->release) pthread_cond_wait(&g->cv, &g->mu);
-  pthread_mutex_unlock(&g->mu);
-}
-
-static void *drive(void *arg) {
-  gate *g = arg;
-  bml__pool_run(g->p, hold_job, g);
-  return NULL;
-}
-
 /* Records the thread count each tid saw. */
 static void count_job(void *ctx, int tid, int nthreads) { ((int *)ctx)[tid] = nthreads; }
 
@@ -107,34 +83,27 @@ Test(pool, one_thread_drives_at_a_time_helpers_run_alone_meanwhile, .timeout = 6
   uint64_t seed = 7;
   bml__gen_q1_0(&seed, w, rows, n, true);
   cr_assert_eq(bml__gen_q8_0(&seed, a, n, true), 0);
-  gate g = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false, false, NULL};
-  cr_assert_eq(bml_pool_open(3, &g.p), 0);
-  pthread_t t;
-  cr_assert_eq(pthread_create(&t, NULL, drive, &g), 0);
-  pthread_mutex_lock(&g.mu);
-  while (!g.started) pthread_cond_wait(&g.cv, &g.mu);
-  pthread_mutex_unlock(&g.mu);
+  bml_pool *p = NULL;
+  cr_assert_eq(bml_pool_open(3, &p), 0);
+  pool_gate *g = pool_gate_hold(p);
+  cr_assert_not_null(g);
   int seen[3] = {0, 0, 0};
-  bml__pool_run(g.p, count_job, seen);
+  bml__pool_run(p, count_job, seen);
   cr_expect(seen[0] == 1 && seen[1] == 0 && seen[2] == 0,
             "a helper while another thread drives: tids saw %d, %d, %d threads (want 1 on the caller alone)",
             seen[0], seen[1], seen[2]);
   memset(out, 0xff, sizeof out);
-  cr_expect_eq(bml_pool_q1_0_mat_vec(g.p, w, rows, n, a, out), BML_EBUSY);
+  cr_expect_eq(bml_pool_q1_0_mat_vec(p, w, rows, n, a, out), BML_EBUSY);
   cr_expect_eq(golden_bits(out[0]), 0xffffffffu, "a refused product wrote its results");
-  pthread_mutex_lock(&g.mu);
-  g.release = true;
-  pthread_cond_broadcast(&g.cv);
-  pthread_mutex_unlock(&g.mu);
-  cr_assert_eq(pthread_join(t, NULL), 0);
-  bml__pool_run(g.p, count_job, seen); /* free again: every thread */
+  pool_gate_release(g);
+  bml__pool_run(p, count_job, seen); /* free again: every thread */
   cr_expect(seen[0] == 3 && seen[1] == 3 && seen[2] == 3, "tids saw %d, %d, %d threads (want 3 each)", seen[0],
             seen[1], seen[2]);
   float want[64];
   cr_assert_eq(bml_q1_0_mat_vec(w, rows, n, a, want), 0);
-  cr_expect_eq(bml_pool_q1_0_mat_vec(g.p, w, rows, n, a, out), 0);
+  cr_expect_eq(bml_pool_q1_0_mat_vec(p, w, rows, n, a, out), 0);
   cr_expect(golden_first_difference(want, out, rows) < 0, "the product after the hold differs");
-  bml_pool_close(g.p);
+  bml_pool_close(p);
 }
 
 /* Products of several shapes and activations, some sharing one, as a
@@ -277,27 +246,20 @@ Test(pool, many_products_with_one_bad_compute_none) {
 Test(pool, many_products_while_another_thread_drives_run_alone, .timeout = 60) {
   many_set m;
   many_make(&m);
-  gate g = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false, false, NULL};
-  cr_assert_eq(bml_pool_open(3, &g.p), 0);
-  pthread_t th;
-  cr_assert_eq(pthread_create(&th, NULL, drive, &g), 0);
-  pthread_mutex_lock(&g.mu);
-  while (!g.started) pthread_cond_wait(&g.cv, &g.mu);
-  pthread_mutex_unlock(&g.mu);
+  bml_pool *p = NULL;
+  cr_assert_eq(bml_pool_open(3, &p), 0);
+  pool_gate *g = pool_gate_hold(p);
+  cr_assert_not_null(g);
   ticks t = {pthread_self(), 0, 0};
-  unsigned long runs = bml__pool_runs(g.p);
+  unsigned long runs = bml__pool_runs(p);
   bool alone = false;
-  cr_expect_eq(bml__pool_mat_vec_many(g.p, m.pc, MANY, count_tick, &t, &alone), 0);
+  cr_expect_eq(bml__pool_mat_vec_many(p, m.pc, MANY, count_tick, &t, &alone), 0);
   cr_expect(alone, "computed alone, and not said so");
-  cr_expect_eq(bml__pool_runs(g.p), runs, "a run of the pool while another thread drives it");
-  pthread_mutex_lock(&g.mu);
-  g.release = true;
-  pthread_cond_broadcast(&g.cv);
-  pthread_mutex_unlock(&g.mu);
-  cr_assert_eq(pthread_join(th, NULL), 0);
+  cr_expect_eq(bml__pool_runs(p), runs, "a run of the pool while another thread drives it");
+  pool_gate_release(g);
   many_check(&m, "alone");
   cr_expect(t.ticks >= 1 && t.elsewhere == 0, "%d ticks, %d elsewhere", t.ticks, t.elsewhere);
-  bml_pool_close(g.p);
+  bml_pool_close(p);
   many_free(&m);
 }
 

@@ -13,6 +13,7 @@
 
 #include "logbuf.h"
 #include "golden.h"
+#include "poolgate.h"
 #include "worker.h"
 
 static bml_pool *pool;
@@ -937,29 +938,6 @@ Test(worker, a_split_batchs_cpu_rows_are_one_run_of_the_pool) {
   bml_worker_close(w);
 }
 
-/* A job that holds the pool on its caller until released. */
-typedef struct {
-  pthread_mutex_t mu;
-  pthread_cond_t cv;
-  bool started, release;
-} pool_gate;
-
-static void hold_pool(void *ctx, int tid, int nthreads) {
-  (void)nthreads;
-  pool_gate *g = ctx;
-  if (tid != 0) return;
-  pthread_mutex_lock(&g->mu);
-  g->started = true;
-  pthread_cond_broadcast(&g->cv);
-  while (!g->release) pthread_cond_wait(&g->cv, &g->mu);
-  pthread_mutex_unlock(&g->mu);
-}
-
-static void *drive_pool(void *arg) {
-  bml__pool_run(pool, hold_pool, arg);
-  return NULL;
-}
-
 /* While another thread drives the pool the worker computes the CPU's rows
  * on the calling thread alone: exact, but no measure of the pool's rate,
  * so nothing is learnt from them (a rate a sixteenth of the pool's kept a
@@ -976,23 +954,15 @@ Test(worker, rows_computed_alone_while_another_thread_drives_the_pool_teach_noth
   json_t *j = status(w);
   const double rate = json_real_value(json_object_get(j, "cpu_weights_per_second"));
   json_decref(j);
-  pool_gate g = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false, false};
-  pthread_t t;
-  cr_assert_eq(pthread_create(&t, NULL, drive_pool, &g), 0);
-  pthread_mutex_lock(&g.mu);
-  while (!g.started) pthread_cond_wait(&g.cv, &g.mu);
-  pthread_mutex_unlock(&g.mu);
+  pool_gate *g = pool_gate_hold(pool);
+  cr_assert_not_null(g);
   for (int i = 0; i < 5; i++) expect_batch(w, &b);
   j = status(w);
   cr_expect_eq(kind_share(j, 6, 1810), 0.5, "the kind learnt from rows computed alone");
   cr_expect_eq(json_real_value(json_object_get(j, "cpu_weights_per_second")), rate,
                "the CPU's rate learnt from rows computed alone");
   json_decref(j);
-  pthread_mutex_lock(&g.mu);
-  g.release = true;
-  pthread_cond_broadcast(&g.cv);
-  pthread_mutex_unlock(&g.mu);
-  cr_assert_eq(pthread_join(t, NULL), 0);
+  pool_gate_release(g);
   expect_batch(w, &b); /* the pool is free again: it learns */
   j = status(w);
   cr_expect_neq(kind_share(j, 6, 1810), 0.5, "nothing learnt with the pool free");

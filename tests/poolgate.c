@@ -1,0 +1,62 @@
+/* poolgate.c -- a thread that drives a pool and holds it until released. */
+#include "poolgate.h"
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdlib.h>
+
+struct pool_gate {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  bool started, release;
+  bml_pool *p;
+  pthread_t thread;
+};
+
+/* The job: its caller (tid 0) holds the pool until released. */
+static void hold(void *ctx, int tid, int nthreads) {
+  (void)nthreads;
+  pool_gate *g = ctx;
+  if (tid != 0) return;
+  pthread_mutex_lock(&g->mu);
+  g->started = true;
+  pthread_cond_broadcast(&g->cv);
+  while (!g->release) pthread_cond_wait(&g->cv, &g->mu);
+  pthread_mutex_unlock(&g->mu);
+}
+
+static void *drive(void *arg) {
+  pool_gate *g = arg;
+  bml__pool_run(g->p, hold, g);
+  return NULL;
+}
+
+pool_gate *pool_gate_hold(bml_pool *p) {
+  pool_gate *g = calloc(1, sizeof *g);
+  if (!g) return NULL;
+  pthread_mutex_init(&g->mu, NULL);
+  pthread_cond_init(&g->cv, NULL);
+  g->p = p;
+  if (pthread_create(&g->thread, NULL, drive, g) != 0) {
+    pthread_cond_destroy(&g->cv);
+    pthread_mutex_destroy(&g->mu);
+    free(g);
+    return NULL;
+  }
+  pthread_mutex_lock(&g->mu);
+  while (!g->started) pthread_cond_wait(&g->cv, &g->mu);
+  pthread_mutex_unlock(&g->mu);
+  return g;
+}
+
+void pool_gate_release(pool_gate *g) {
+  if (!g) return;
+  pthread_mutex_lock(&g->mu);
+  g->release = true;
+  pthread_cond_broadcast(&g->cv);
+  pthread_mutex_unlock(&g->mu);
+  pthread_join(g->thread, NULL);
+  pthread_cond_destroy(&g->cv);
+  pthread_mutex_destroy(&g->mu);
+  free(g);
+}

@@ -1,0 +1,15 @@
+/* poolgate.h -- a thread that drives a pool and holds it, for the tests of what another thread's calls do meanwhile. */
+#ifndef BML_TEST_POOLGATE_H
+#define BML_TEST_POOLGATE_H
+
+#include "bml.h"
+
+typedef struct pool_gate pool_gate;
+
+/* Starts a thread that drives p with a job that holds it, and returns once
+ * the pool is held; NULL when the thread could not start. */
+pool_gate *pool_gate_hold(bml_pool *p);
+/* Lets the pool go, joins the thread and frees the gate (NULL: nothing). */
+void pool_gate_release(pool_gate *g);
+
+#endif
