@@ -50,15 +50,18 @@ void bml__limiter_drop(bml__limiter *l, uint64_t bytes);
  * taken as at least a tenth of its time.  The CPU's rate is the balance's
  * own, from its last submission with CPU rows (a kind of batch of a few
  * small products and a token's differ by 3-5x on a host that drives a
- * card), until BML_RATE_AGE submissions without them.  The share is
- * the one that makes both finish together, unless the card alone is
- * predicted as fast within BML_SPLIT_GAIN; the card alone is left for a
- * split predicted to save BML_SPLIT_GAIN_LEAVE, asked for by BML_LEAVE_AFTER
- * submissions in a row (one slow round trip, which the driver gives now
- * and then, would move every matrix of the kind): a CPU part that saves little is not worth its pool run,
- * the host threads it takes from the card's driver, nor moving matrices
- * for it (on the H200 the CPU's 3 % of a token took 4 ms, the card's 97 %
- * 0.8; a round trip bound product gains nothing from a CPU part). */
+ * card), until BML_RATE_AGE submissions without them.  A card that
+ * finished first in less than the round trip goes alone (the round trip
+ * was measured long).  The share is the one that makes both finish
+ * together, unless the card alone is predicted as fast within
+ * BML_SPLIT_GAIN; the card alone is left for a split predicted to save
+ * BML_SPLIT_GAIN_LEAVE, asked for by BML_LEAVE_AFTER submissions in a row
+ * (one slow round trip, which the driver gives now and then, would move
+ * every matrix of the kind): a CPU part that saves little is not worth
+ * its pool run, the host threads it takes from the card's driver, nor
+ * moving matrices for it (on the H200 the CPU's 3 % of a token took 4 ms,
+ * the card's 97 % 0.8; a round-trip-bound product gains nothing from a
+ * CPU part). */
 typedef struct {
   double share;     /* the card's part of each product's rows, in [BML_SHARE_MIN, 1] */
   double card_rate; /* the card's weights a second, as learnt (0: not yet) */
