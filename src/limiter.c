@@ -76,7 +76,7 @@ void bml__balance_learn(bml__balance *b, double wg, double wc, bool card_first, 
      * worker lowers it); the card alone measures the card again */
     b->share = 1.0, b->step = 0.0, b->leave = 0;
     b->cpu_rate = own_rc;
-    b->alone_runs = measured_cpu ? 0 : b->alone_runs + 1;
+    b->alone_runs = measured_cpu ? 0 : b->alone_runs < BML_RATE_AGE ? b->alone_runs + 1 : BML_RATE_AGE;
     return;
   }
   const double rt = round_trip > 0.0 ? (round_trip < t_card ? round_trip : t_card) : 0.0;
@@ -111,7 +111,7 @@ void bml__balance_learn(bml__balance *b, double wg, double wc, bool card_first, 
   b->step = step;
   b->card_rate = rate;
   b->cpu_rate = own_rc;
-  b->alone_runs = measured_cpu ? 0 : b->alone_runs + 1;
+  b->alone_runs = measured_cpu ? 0 : b->alone_runs < BML_RATE_AGE ? b->alone_runs + 1 : BML_RATE_AGE;
   b->share = share;
 }
 
