@@ -1116,10 +1116,10 @@ int bml_worker_mat_vec(bml_worker *w, const char *name, const bml_block_q1_0 *wt
   size_t card_rows = 0;
   int rc = begin(w, name, wts, rows, n, act, &card_rows, true);
   if (rc != 0) return rc;
-  size_t nb = n / BML_Q1_0_BLOCK;
-  int cpu = rows > card_rows ? bml__pool_mat_vec_or_alone(w->pool, wts + card_rows * nb, rows - card_rows, n,
-                                                          act, out + card_rows)
-                             : 0;
+  const bml__cpu_piece pc = {wts + card_rows * (n / BML_Q1_0_BLOCK), rows - card_rows, n, act, out + card_rows};
+  bool alone = false;
+  int cpu = rows > card_rows ? bml__pool_mat_vec_many(w->pool, &pc, 1, NULL, NULL, &alone) : 0;
+  w->cur.cpu_alone = alone; /* this thread's product: complete() reads it in finish */
   /* the product must not stay in flight: a finish that met another thread's
    * short call (status, share) is tried again */
   while ((rc = bml_worker_finish(w, out)) == BML_EBUSY) sched_yield();

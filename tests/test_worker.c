@@ -961,7 +961,23 @@ Test(worker, rows_computed_alone_while_another_thread_drives_the_pool_teach_noth
   cr_expect_eq(kind_share(j, 6, 1810), 0.5, "the kind learnt from rows computed alone");
   cr_expect_eq(json_real_value(json_object_get(j, "cpu_weights_per_second")), rate,
                "the CPU's rate learnt from rows computed alone");
+  /* and a single product's shape: its balance and the CPU's rate */
+  matrix m = make(512, 1024, 92, true);
+  expect_exact(w, &m, "alone1");
+  bml__worker_set_share_calibrated(w, 0.5);
+  for (int i = 0; i < 5; i++) expect_exact(w, &m, "alone1");
   json_decref(j);
+  j = status(w);
+  json_t *shapes = json_object_get(j, "shapes");
+  double shape_share = -1;
+  for (size_t i = 0; i < json_array_size(shapes); i++)
+    if (json_integer_value(json_object_get(json_array_get(shapes, i), "rows")) == 512)
+      shape_share = json_real_value(json_object_get(json_array_get(shapes, i), "share"));
+  cr_expect_eq(shape_share, 0.5, "the shape learnt from rows computed alone: %f", shape_share);
+  cr_expect_eq(json_real_value(json_object_get(j, "cpu_weights_per_second")), rate,
+               "the CPU's rate learnt from a single product's rows computed alone");
+  json_decref(j);
+  unmake(&m);
   pool_gate_release(g);
   expect_batch(w, &b); /* the pool is free again: it learns */
   j = status(w);
