@@ -126,12 +126,6 @@ int bml__q1_0_run(const bml__q1_0_kernel *k, const bml_block_q1_0 *w, size_t row
  * such as copying a batch's results out: fn must do all of it for any
  * nthreads. */
 void bml__pool_run(bml_pool *p, void (*fn)(void *ctx, int tid, int nthreads), void *ctx);
-/* bml_pool_q1_0_mat_vec for the worker's own rows: while another thread
- * drives the pool, the calling thread computes them alone (the same bits),
- * so a submission never stops half done with BML_EBUSY. */
-int bml__pool_mat_vec_or_alone(bml_pool *p, const bml_block_q1_0 *w, size_t rows, size_t n,
-                               const bml_block_q8_0 *a, float *out);
-
 /* Jobs the pool has run on more than one thread (for tests). */
 unsigned long bml__pool_runs(bml_pool *p);
 /* Rows of one product for bml__pool_mat_vec_many: rows [0, rows) of w
@@ -148,8 +142,9 @@ typedef struct {
  * before each step of about 2^18 weights of its own stretch (once when the
  * stretch is empty).  While another thread drives the pool, or without the
  * memory for every thread's scratch, the calling thread computes them
- * alone, and says so in *alone (may be NULL): its time is then no measure
- * of the pool's.  0, the error bml_q1_0_mat_vec gives a piece's arguments
+ * alone (the same bits: a submission never stops half done with
+ * BML_EBUSY), and says so in *alone (may be NULL): its time is then no
+ * measure of the pool's.  0, the error bml_q1_0_mat_vec gives a piece's arguments
  * (before any is computed) or BML_ENOMEM. */
 int bml__pool_mat_vec_many(bml_pool *p, const bml__cpu_piece *pc, size_t count, void (*tick)(void *ctx),
                            void *tick_ctx, bool *alone);

@@ -293,12 +293,6 @@ int bml_pool_q1_0_mat_vec(bml_pool *p, const bml_block_q1_0 *w, size_t rows, siz
   return rc;
 }
 
-int bml__pool_mat_vec_or_alone(bml_pool *p, const bml_block_q1_0 *w, size_t rows, size_t n,
-                               const bml_block_q8_0 *a, float *out) {
-  int rc = bml_pool_q1_0_mat_vec(p, w, rows, n, a, out);
-  return rc == BML_EBUSY ? bml_q1_0_mat_vec(w, rows, n, a, out) : rc;
-}
-
 /* ---- many products' rows in one run ------------------------------------------ */
 
 /* A run of the pool costs microseconds to start and to end (a wake of every

@@ -976,10 +976,12 @@ static int complete(bml_worker *w, submission *s) {
     for (size_t i = 0; i < s->ngroups; i++) on_card += s->groups[i].e ? s->groups[i].count : 0;
     if (err != CL_SUCCESS) {
       bml__card_finish(w->card); /* nothing of the card's still running */
-      size_t *rows = s->card_rows;
-      for (size_t i = 0; rc == 0 && i < s->count; i++)
-        if (rows[i])
-          rc = bml__pool_mat_vec_or_alone(w->pool, s->p[i].wts, rows[i], s->p[i].n, s->p[i].act, s->p[i].out);
+      /* the card's rows of every product, in one run of the pool */
+      size_t np = 0;
+      for (size_t i = 0; i < s->count; i++)
+        if (s->card_rows[i])
+          w->cpu_pieces[np++] = (bml__cpu_piece){s->p[i].wts, s->card_rows[i], s->p[i].n, s->p[i].act, s->p[i].out};
+      rc = bml__pool_mat_vec_many(w->pool, w->cpu_pieces, np, NULL, NULL, NULL);
       s->on_card = false; /* the queues are drained already */
       all_to_cpu(w, s, err);
     } else {
