@@ -63,6 +63,12 @@ static double beyond(double t, double round_trip) {
   return own > 0.1 * t ? own : 0.1 * t;
 }
 
+/* The balance's own CPU rate after a submission, and its age. */
+static void keep_cpu_rate(bml__balance *b, bool measured, double rate) {
+  b->cpu_rate = rate;
+  b->alone_runs = measured ? 0 : b->alone_runs < BML_RATE_AGE ? b->alone_runs + 1 : BML_RATE_AGE;
+}
+
 void bml__balance_learn(bml__balance *b, double wg, double wc, bool card_first, double t_card, double t_cpu,
                         double cpu_rate, double round_trip) {
   if (!(wg > 0.0) || !(t_card > 0.0)) return;
@@ -72,11 +78,10 @@ void bml__balance_learn(bml__balance *b, double wg, double wc, bool card_first, 
   double rc = own_rc > 0.0 && !aged ? own_rc : cpu_rate;
   if (!(rc > 0.0)) return;
   if (card_first && t_card < round_trip) {
-    /* the card beat the round trip believed: it was measured long (the
-     * worker lowers it); the card alone measures the card again */
+    /* the card beat the round trip believed: it was measured long; the
+     * card alone measures the card again */
     b->share = 1.0, b->step = 0.0, b->leave = 0;
-    b->cpu_rate = own_rc;
-    b->alone_runs = measured_cpu ? 0 : b->alone_runs < BML_RATE_AGE ? b->alone_runs + 1 : BML_RATE_AGE;
+    keep_cpu_rate(b, measured_cpu, own_rc);
     return;
   }
   const double rt = round_trip > 0.0 ? (round_trip < t_card ? round_trip : t_card) : 0.0;
@@ -110,8 +115,7 @@ void bml__balance_learn(bml__balance *b, double wg, double wc, bool card_first, 
   else b->leave = 0;
   b->step = step;
   b->card_rate = rate;
-  b->cpu_rate = own_rc;
-  b->alone_runs = measured_cpu ? 0 : b->alone_runs < BML_RATE_AGE ? b->alone_runs + 1 : BML_RATE_AGE;
+  keep_cpu_rate(b, measured_cpu, own_rc);
   b->share = share;
 }
 

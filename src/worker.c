@@ -914,13 +914,12 @@ static bool last_read_state(const submission *s, cl_int *state) {
  * CPU's part done. */
 static void learn(bml_worker *w, const submission *s, bool card_first, double t_card, double t_cpu) {
   if (!s->own_cpu) return; /* the caller's time between begin and finish is not the CPU's rows' */
+  if (s->cpu_alone) return; /* the pool driven by another thread: the rows ran on this one alone */
   double wg = 0, wc = 0;
   for (size_t i = 0; i < s->count; i++) {
     wg += (double)s->card_rows[i] * (double)s->p[i].n;
     wc += (double)(s->p[i].rows - s->card_rows[i]) * (double)s->p[i].n;
   }
-  /* the pool driven by another thread: the rows ran on this one alone */
-  if (s->cpu_alone) return;
   double cpu_rate = w->cpu_rate;
   if (wc > 0 && t_cpu > 0) w->cpu_rate = wc / t_cpu;
   if (w->share_fixed || !s->balance || !s->on_card || s->uploaded || w->hooks.hold_balance) return;
