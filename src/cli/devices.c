@@ -155,9 +155,23 @@ static void print_probe(const bml_verify_line *l) {
   printf(" (%.1f ms)\n", l->ms);
 }
 
+/* What a device's lines said, for its verdict: bits that differed are the
+ * card's fault; a check that could not run (a build, an OpenCL error, ggml's
+ * golden cases unreadable) is named instead. */
+struct verdict {
+  bool golden_skipped; /* the oracle's note: no golden copy installed */
+  bool bits_differ;
+  char first_failed[64]; /* the first refusing check that found no differing bits */
+};
+
 static void print_line(void *ctx, const bml_verify_line *l) {
-  bool *golden_skipped = ctx;
+  struct verdict *v = ctx;
+  bool *golden_skipped = &v->golden_skipped;
   char shape[48];
+  if (!l->ok && l->first_bad >= 0)
+    v->bits_differ = true;
+  else if (!l->ok && !v->first_failed[0])
+    snprintf(v->first_failed, sizeof v->first_failed, "%s", l->check);
   bool native_probe = strcmp(l->check, "fma probe") == 0 && strcmp(l->fma, "native") == 0;
   if (strcmp(l->check, "fma probe") == 0 && (l->ok || native_probe)) {
     print_probe(l);
@@ -191,20 +205,26 @@ static int verify_selected(bml_devices *list, const char *golden) {
   bml_verify_options_init(&o);
   o.on_line = print_line;
   o.golden_dir = golden;
-  bool golden_skipped = false;
-  o.ctx = &golden_skipped;
+  struct verdict v;
+  o.ctx = &v;
   int status = CLI_EXIT_OK, checked = 0;
   for (size_t i = 0; i < bml_devices_count(list); i++) {
     const bml_device *d = bml_devices_get(list, i);
     if (!d->selected) continue;
     checked++;
-    golden_skipped = false;
+    memset(&v, 0, sizeof v);
     int rc = bml_devices_verify(list, i, &o);
     if (rc == 0) {
       printf("%zu %s: verified: every check bit-exact%s; bankml-cl may use this card\n", i, d->name,
-             golden_skipped ? " (ggml's golden cases not checked)" : "");
+             v.golden_skipped ? " (ggml's golden cases not checked)" : "");
     } else {
-      printf("%zu %s: NOT VERIFIED (%s); bankml-cl will not use this card\n", i, d->name, bml_strerror(rc));
+      /* no row differed: a check could not run, which refuses the card too */
+      char why[128];
+      if (rc == BML_EVERIFY && !v.bits_differ && v.first_failed[0])
+        snprintf(why, sizeof why, "the %s check could not run", v.first_failed);
+      else
+        snprintf(why, sizeof why, "%s", bml_strerror(rc));
+      printf("%zu %s: NOT VERIFIED (%s); bankml-cl will not use this card\n", i, d->name, why);
       /* DESIGN §6: exit 2 when a selected card fails; out of memory is
        * the command's own failure (3), whatever another card did */
       if (status != CLI_EXIT_ERROR) status = rc == BML_ENOMEM ? CLI_EXIT_ERROR : CLI_EXIT_USAGE;
