@@ -34,6 +34,10 @@ enum {
 void bml__log(bml_log_level level, unsigned cat, const char *fmt, ...) BML_PRINTF(3, 4);
 void bml__vlog(bml_log_level level, unsigned cat, const char *fmt, va_list ap);
 bool bml__debug_on(unsigned cat);
+/* Reads BANKML_DEBUG now, once a process, so that a bad value is reported
+ * when the work starts (the entry points call it), not at the first
+ * debug message, which may never come. */
+void bml__debug_load(void);
 #define bml__error(cat, ...) bml__log(BML_LOG_ERROR, (cat), __VA_ARGS__)
 #define bml__warn(cat, ...) bml__log(BML_LOG_WARN, (cat), __VA_ARGS__)
 #define bml__info(cat, ...) bml__log(BML_LOG_INFO, (cat), __VA_ARGS__)

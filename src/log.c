@@ -36,8 +36,10 @@ unsigned bml__debug_category(const char *name, size_t len) {
 
 static void load_debug(void) { debug_mask = bml__env_debug(); }
 
+void bml__debug_load(void) { pthread_once(&debug_once, load_debug); }
+
 bool bml__debug_on(unsigned cat) {
-  pthread_once(&debug_once, load_debug);
+  bml__debug_load();
   return (debug_mask & cat) != 0;
 }
 

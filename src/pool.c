@@ -198,6 +198,7 @@ static void free_pool(struct bml_pool *p) {
 int bml_pool_open(int threads, bml_pool **out) {
   if (!out) return BML_EINVAL;
   *out = NULL;
+  bml__debug_load();
   int n;
   int rc = resolve_threads(threads, &n);
   if (rc != 0) return rc;

@@ -369,6 +369,7 @@ static void examine(struct bml_devices *l, const bml__sysfs *fs) {
 int bml_devices_discover(const bml_discover_options *opt, bml_devices **out) {
   if (!out) return BML_EINVAL;
   *out = NULL;
+  bml__debug_load();
   bml_discover_options defaults;
   bml_discover_options_init(&defaults);
   const bml_discover_options *o = opt ? opt : &defaults;

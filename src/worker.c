@@ -1296,6 +1296,7 @@ static int decide_share(bml_worker *w) {
 int bml_worker_open(bml_pool *pool, bml_worker **out) {
   if (!pool || !out) return BML_EINVAL;
   *out = NULL;
+  bml__debug_load();
   bml_worker *w = calloc(1, sizeof *w);
   if (!w) return BML_ENOMEM;
   w->pool = pool;

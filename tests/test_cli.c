@@ -433,6 +433,22 @@ Test(cli, devices_misuse_exits_2) {
   expect_usage_error(RUN("devices", "--brief", "--compact"), "--compact");
 }
 
+/* An unknown BANKML_DEBUG category is reported when the work starts, in
+ * every command; it was read at the first debug message, so `devices
+ * --brief` and a CPU bench, which write none, said nothing of it. */
+Test(cli, an_unknown_debug_category_is_reported_by_every_command) {
+  setenv("BANKML_DEBUG", "pool,bogus", 1);
+  use_fake_devices("llvmpipe", "empty");
+  struct run runs[] = {RUN("devices", "--brief"),
+                       RUN("bench", "--cpu", "--shape", "128x128", "--runs", "1", "--warmup", "0", "--threads", "1")};
+  unsetenv("BANKML_DEBUG");
+  for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
+    cr_expect_eq(runs[i].status, 0, "run %zu: exit status %d, stderr: %s", i, runs[i].status, runs[i].err);
+    cr_expect(strstr(runs[i].err, "unknown category \"bogus\" ignored") != NULL, "run %zu: %s", i, runs[i].err);
+    run_free(&runs[i]);
+  }
+}
+
 Test(cli, devices_verify_with_no_usable_gpu_says_so_and_exits_0) {
   use_fake_devices("llvmpipe", "empty");
   struct run r = RUN("devices", "--verify");
