@@ -457,6 +457,17 @@ Test(cli, devices_verify_with_no_usable_gpu_says_so_and_exits_0) {
   run_free(&r);
 }
 
+/* Usable cards that BANKML_GPU left out are not "no usable GPU found". */
+Test(cli, devices_verify_with_no_card_selected_says_so_and_exits_0) {
+  use_fake_devices("mixed", "mixed");
+  setenv("BANKML_GPU", "off", 1);
+  struct run r = RUN("devices", "--verify");
+  cr_expect_eq(r.status, 0, "stderr: %s", r.err);
+  cr_expect(strncmp(r.out, "bankml-cl devices --verify: no usable GPU selected (", 52) == 0, "%s", r.out);
+  cr_expect(strstr(r.out, " usable, none chosen by BANKML_GPU); bankml-cl runs on the CPU\n") != NULL, "%s", r.out);
+  run_free(&r);
+}
+
 Test(cli, devices_verify_refuses_a_card_that_fails_and_exits_2) {
   use_fake_devices("mixed", "mixed");
   setenv("BANKML_GPU", "0", 1);

@@ -230,7 +230,12 @@ static int verify_selected(bml_devices *list, const char *golden) {
       if (status != CLI_EXIT_ERROR) status = rc == BML_ENOMEM ? CLI_EXIT_ERROR : CLI_EXIT_USAGE;
     }
   }
-  if (checked == 0)
+  size_t usable = 0;
+  for (size_t i = 0; i < bml_devices_count(list); i++) usable += bml_devices_get(list, i)->usable ? 1 : 0;
+  if (checked == 0 && usable > 0) /* BANKML_GPU chose none of them */
+    printf("bankml-cl devices --verify: no usable GPU selected (%zu usable, none chosen by BANKML_GPU); "
+           "bankml-cl runs on the CPU\n", usable);
+  else if (checked == 0)
     printf("bankml-cl devices --verify: no usable GPU found; bankml-cl runs on the CPU\n");
   return status;
 }
