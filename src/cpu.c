@@ -37,10 +37,10 @@ static void choose_automatic(void) {
   if (want) {
     const bml__q1_0_kernel *k = find(want);
     if (!k)
-      bml__error(BML_CAT_CPU, "BANKML_CPU_PATH=\"%s\": no such CPU path in this build; using %s",
+      bml__warn(BML_CAT_CPU, "BANKML_CPU_PATH=\"%s\": no such CPU path in this build; using %s",
                  want, automatic->name);
     else if (!k->supported())
-      bml__error(BML_CAT_CPU, "BANKML_CPU_PATH=\"%s\": this CPU cannot run it; using %s", want,
+      bml__warn(BML_CAT_CPU, "BANKML_CPU_PATH=\"%s\": this CPU cannot run it; using %s", want,
                  automatic->name);
     else
       automatic = k;

@@ -325,6 +325,8 @@ static int read_settings(const bml_discover_options *o, struct bml_devices *l, b
   snprintf(l->gpu_setting, sizeof l->gpu_setting, "%s", gpu ? gpu : "");
   int rc = bml__gpu_choice_parse(gpu, choice);
   if (rc != 0) return rc;
+  const char *root = NULL; /* a bad BANKML_SYSFS_ROOT is an error, as any variable (bankml-cl(1)) */
+  if (!o->sysfs_root && (rc = bml__env_sysfs_root(&root)) != 0) return rc;
   bool software = false;
   if (o->software >= 0)
     software = o->software != 0;
@@ -378,10 +380,10 @@ int bml_devices_discover(const bml_discover_options *opt, bml_devices **out) {
   bml__gpu_choice choice;
   int rc = read_settings(o, l, &choice);
   if (rc == 0) rc = bml__cl_enumerate(&l->dev, &l->len, &l->notes);
-  bml__sysfs fs;
-  bml__sysfs_init(&fs, o->sysfs_root, o->pci_ids);
   if (rc == 0) rc = dedupe(l);
   if (rc == 0) {
+    bml__sysfs fs;
+    bml__sysfs_init(&fs, o->sysfs_root, o->pci_ids);
     examine(l, &fs);
     if (l->len > 1) qsort(l->dev, l->len, sizeof *l->dev, compare_devices);
     rc = apply_choice(l, &choice);

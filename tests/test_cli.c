@@ -212,6 +212,19 @@ Test(cli, a_bad_worker_variable_is_refused_before_any_measurement) {
   }
 }
 
+/* A CPU path this build or CPU lacks is a warning, and the best one runs:
+ * every path gives the same bits, so a product must not fail for it. */
+Test(cli, an_unknown_cpu_path_is_a_warning_and_the_best_path_runs) {
+  setenv("BANKML_CPU_PATH", "bogus", 1);
+  struct run r = RUN("bench", "--cpu", "--shape", "128x128", "--runs", "1", "--warmup", "0", "--threads", "1");
+  unsetenv("BANKML_CPU_PATH");
+  cr_expect_eq(r.status, 0, "exit status %d, stderr: %s", r.status, r.err);
+  cr_expect(strstr(r.err, "bankml-cl: warning: BANKML_CPU_PATH=\"bogus\": no such CPU path in this build; using ") !=
+                NULL, "%s", r.err);
+  cr_expect(strstr(r.out, "CPU path bogus") == NULL && strstr(r.out, "CPU path ") != NULL, "%s", r.out);
+  run_free(&r);
+}
+
 /* A mode that fails after others measured: their rows are still reported. */
 Test(cli, rows_measured_before_a_failing_mode_are_reported) {
   setenv("BANKML_GPU", "off", 1);

@@ -356,22 +356,25 @@ Test(devices, the_drivers_pci_address_stands_without_sysfs) {
   bml_devices_free(l);
 }
 
-/* A refused BANKML_SYSFS_ROOT is said, and then nothing is found under any
- * root: not this machine's /sys in place of the test's tree. */
-Test(devices, a_refused_sysfs_root_finds_nothing) {
+/* A refused BANKML_SYSFS_ROOT is an error that names it, as any bad
+ * variable: the discovery fails rather than reading this machine's /sys in
+ * place of the test's tree, or nothing (it listed the devices unchecked,
+ * and the command exited 0 under an "error:" line). */
+Test(devices, a_refused_sysfs_root_is_an_error) {
+  static const char *const bad[] = {"tests/fixtures/sysfs/mixed", "sys"};
   use_fake("mixed", "mixed");
-  setenv("BANKML_SYSFS_ROOT", "tests/fixtures/sysfs/mixed", 1); /* relative: refused */
-  logged[0] = '\0';
-  bml_log_set_sink(capture, NULL);
-  bml_devices *l = discover();
-  bml_log_set_sink(NULL, NULL);
-  cr_expect(strstr(logged, "BANKML_SYSFS_ROOT") != NULL && strstr(logged, "not an absolute path") != NULL, "%s",
-            logged);
-  cr_assert_eq(bml_devices_count(l), 4, "the devices are listed, only not cross-checked");
-  for (size_t i = 0; i < bml_devices_count(l); i++)
-    cr_expect_str_eq(bml_devices_get(l, i)->matched_by, "none", "%s was cross-checked",
-                     bml_devices_get(l, i)->name);
-  bml_devices_free(l);
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    setenv("BANKML_SYSFS_ROOT", bad[i], 1);
+    logged[0] = '\0';
+    bml_log_set_sink(capture, NULL);
+    bml_devices *l = (bml_devices *)1;
+    int rc = bml_devices_discover(NULL, &l);
+    bml_log_set_sink(NULL, NULL);
+    cr_expect_eq(rc, BML_EENV, "\"%s\": %d", bad[i], rc);
+    cr_expect_null(l, "\"%s\"", bad[i]);
+    cr_expect(strstr(logged, "BANKML_SYSFS_ROOT") != NULL && strstr(logged, "not an absolute path") != NULL, "%s",
+              logged);
+  }
 }
 
 Test(devices, bad_gpu_choices_are_refused_by_name) {
