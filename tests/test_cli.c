@@ -692,6 +692,16 @@ Test(cli, bench_card_and_split_on_pocl_are_exact) {
   json_decref(root);
 }
 
+/* The split alone names its card but does not spend seconds measuring a
+ * read bandwidth that no split row is set against. */
+Test(cli, bench_split_alone_measures_no_card_bandwidth) {
+  json_t *root = pocl_bench_json((const char *const[]){"bench", "--split", "--json", "--shape", "256x256", "--runs", "1",
+                                                        "--warmup", "0", "--threads", "1", NULL});
+  cr_expect(json_is_null(json_object_get(root, "card_read_gbps")), "a split-only report measured the card's bandwidth");
+  cr_expect(strlen(string_of(root, "device")) > 0, "the card is not named");
+  json_decref(root);
+}
+
 Test(cli, bench_model_token_on_pocl_is_exact) {
   json_t *root = pocl_bench_json((const char *const[]){"bench", "--cpu", "--card", "--model", "bonsai-1.7b", "--runs",
                                                         "1", "--warmup", "0", "--threads", "2", "--json", NULL});

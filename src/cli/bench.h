@@ -114,8 +114,11 @@ static inline int bench_threads_largest(const struct bench_config *cfg) {
  * share 1 and limit 1).  Returns 0 or an error, said on stderr. */
 int bench_worker_open(const struct bench_config *cfg, bool card_alone, bml_pool **pool, bml_worker **w,
                       struct bench_report *rep);
-/* Names the worker's card in rep->device and measures its read bandwidth once. */
-void bench_note_device(struct bench_report *rep, bml_worker *w);
+/* Names the worker's card in rep->device and, for the card's own mode
+ * (card_alone), measures its read bandwidth once. */
+void bench_note_device(struct bench_report *rep, bml_worker *w, bool card_alone);
+/* Names the report's card (the first mode's), cut at a whole UTF-8 character. */
+void bench_set_device(struct bench_report *rep, const char *name);
 /* The read bandwidth of the first selected card, in GB/s, by a streaming
  * kernel of the command's own (bench_bandwidth.c); 0 when it cannot run. */
 double bench_card_read_gbps(void);

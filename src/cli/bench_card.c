@@ -29,7 +29,7 @@ int bench_worker_open(const struct bench_config *cfg, bool card_alone, bml_pool 
   }
   if (rc == 0 && card_alone) rc = bml_worker_set_share(*w, 1.0);
   if (rc == 0 && card_alone) rc = bml_worker_set_limit(*w, 1.0); /* the card's own speed: never resting */
-  if (rc == 0) bench_note_device(rep, *w);
+  if (rc == 0) bench_note_device(rep, *w, card_alone);
   if (rc != 0) {
     bml_worker_close(*w);
     bml_pool_close(*pool);
@@ -38,25 +38,29 @@ int bench_worker_open(const struct bench_config *cfg, bool card_alone, bml_pool 
   return rc;
 }
 
-void bench_note_device(struct bench_report *rep, bml_worker *w) {
-  char *status = NULL;
-  if (rep->device[0] || bml_worker_status_json(w, &status) != 0) return;
-  /* the status's "card", parsed (a name may hold an escaped quote) and
-   * cut at a whole UTF-8 character (the report's JSON must stay valid) */
-  json_t *j = json_loads(status, 0, NULL);
-  const char *name = json_string_value(json_object_get(j, "card"));
-  if (name) {
-    size_t len = strlen(name);
-    if (len >= sizeof rep->device) {
-      len = sizeof rep->device - 1;
-      while (len > 0 && ((unsigned char)name[len] & 0xC0) == 0x80) len--; /* name[len] starts a character */
-    }
-    memcpy(rep->device, name, len);
-    rep->device[len] = '\0';
+void bench_set_device(struct bench_report *rep, const char *name) {
+  if (rep->device[0]) return; /* the first mode's: every mode names the same card */
+  size_t len = strlen(name);
+  if (len >= sizeof rep->device) { /* cut at a whole UTF-8 character: the JSON must stay valid */
+    len = sizeof rep->device - 1;
+    while (len > 0 && ((unsigned char)name[len] & 0xC0) == 0x80) len--; /* name[len] starts a character */
   }
-  json_decref(j);
-  free(status);
-  if (rep->card_read_gbps == 0) rep->card_read_gbps = bench_card_read_gbps();
+  memcpy(rep->device, name, len);
+  rep->device[len] = '\0';
+}
+
+void bench_note_device(struct bench_report *rep, bml_worker *w, bool card_alone) {
+  char *status = NULL;
+  if (!rep->device[0] && bml_worker_status_json(w, &status) == 0) {
+    /* the status's "card", parsed (a name may hold an escaped quote) */
+    json_t *j = json_loads(status, 0, NULL);
+    const char *name = json_string_value(json_object_get(j, "card"));
+    if (name) bench_set_device(rep, name);
+    json_decref(j);
+    free(status);
+  }
+  /* only the card's own rows have a card GB/s to set against it */
+  if (card_alone && rep->card_read_gbps == 0) rep->card_read_gbps = bench_card_read_gbps();
 }
 
 /* One shape's operands: PIPELINE activations (so pipelined products do not

@@ -668,7 +668,7 @@ static int run_on(const bml_device *dev, const struct bench_config *cfg, struct 
     note("cannot set up %s: %s", dev->name, bml_strerror(rc));
     return rc;
   }
-  snprintf(rep->device, sizeof rep->device, "%s (%s)", dev->name, dev->platform);
+  bench_set_device(rep, dev->name);
   if (!s.fp16) note("%s has no cl_khr_fp16: F16 (CLBlastHgemv) not measured", dev->name);
   const size_t rows_before = rep->nrows;
   for (size_t i = 0; rc == 0 && i < cfg->nshapes; i++) rc = bench_shape(&s, &cfg->shapes[i], rep);
