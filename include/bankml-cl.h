@@ -279,8 +279,9 @@ BML_EXTERN int bml_devices_verify(bml_devices *d, size_t i, const bml_verify_opt
  *
  * One thread drives a worker at a time: begin, the caller's CPU rows,
  * finish.  A call from a second thread while one is running returns
- * BML_EBUSY, and a begin while a product is in flight BML_ESTATE, rather
- * than corrupting anything.
+ * BML_EBUSY (a bml_worker_mat_vec is running until it returns, its CPU
+ * rows included), and a begin while a product begun by bml_worker_begin is
+ * in flight BML_ESTATE, rather than corrupting anything.
  * ---------------------------------------------------------------------- */
 typedef struct bml_worker bml_worker;
 
@@ -330,7 +331,9 @@ BML_EXTERN int bml_worker_begin(bml_worker *w, const char *name, const bml_block
  * every successful bml_worker_begin, even when the card took no rows.  An
  * OpenCL error on the card gives its rows to the CPU pool: out is complete
  * and exact whatever the card did.  Returns 0, BML_EINVAL, BML_ESTATE (no
- * product in flight), BML_EBUSY, BML_ENOMEM. */
+ * product in flight), BML_EBUSY (another thread is inside a call, or its
+ * bml_worker_mat_vec's product is in flight: that call finishes it),
+ * BML_ENOMEM. */
 BML_EXTERN int bml_worker_finish(bml_worker *w, float *out);
 
 /* begin, the CPU's rows on the pool, finish: one product, out[0 .. rows).

@@ -186,6 +186,13 @@ static void not_used(atomic_flag *once, const char *fmt, ...) {
 static bool enter(bml_worker *w) { return !atomic_flag_test_and_set_explicit(&w->driving, memory_order_acquire); }
 static void leave(bml_worker *w) { atomic_flag_clear_explicit(&w->driving, memory_order_release); }
 
+/* What a call that meets a product in flight returns (inside enter): a
+ * bml_worker_mat_vec's (own_cpu; it leaves the worker while its CPU rows
+ * run, and finishes them itself) belongs to a call still running on
+ * another thread, BML_EBUSY as any such call; one begun by
+ * bml_worker_begin waits for the caller's finish, BML_ESTATE. */
+static int in_flight_error(const bml_worker *w) { return w->cur.own_cpu ? BML_EBUSY : BML_ESTATE; }
+
 /* Grows *p (of *cap elements of size) to hold need.  0 or BML_ENOMEM. */
 static int reserve(void **p, size_t *cap, size_t need, size_t size) {
   if (need <= *cap) return 0;
@@ -1071,8 +1078,9 @@ static int begin(bml_worker *w, const char *name, const bml_block_q1_0 *wts, siz
   if (rc != 0) return rc;
   if (!enter(w)) return BML_EBUSY;
   if (w->cur.active) {
+    rc = in_flight_error(w);
     leave(w);
-    return BML_ESTATE;
+    return rc;
   }
   w->single = p;
   submission *s = &w->cur;
@@ -1096,13 +1104,17 @@ int bml_worker_begin(bml_worker *w, const char *name, const bml_block_q1_0 *wts,
   return begin(w, name, wts, rows, n, act, card_rows, false);
 }
 
-int bml_worker_finish(bml_worker *w, float *out) {
+/* bml_worker_finish; own: bml_worker_mat_vec finishing its own product,
+ * which no other thread's finish may take (its rows would go to that
+ * thread's out, and the call that began it would find none in flight). */
+static int finish(bml_worker *w, float *out, bool own) {
   if (!w || !out) return BML_EINVAL;
   if (w->hooks.busy_finishes > 0) return w->hooks.busy_finishes--, BML_EBUSY;
   if (!enter(w)) return BML_EBUSY;
-  if (!w->cur.active) {
+  if (!w->cur.active || (w->cur.own_cpu && !own)) {
+    const int rc = w->cur.active ? BML_EBUSY : BML_ESTATE;
     leave(w);
-    return BML_ESTATE;
+    return rc;
   }
   w->single.out = out;
   int rc = complete(w, &w->cur);
@@ -1111,19 +1123,22 @@ int bml_worker_finish(bml_worker *w, float *out) {
   return rc;
 }
 
+int bml_worker_finish(bml_worker *w, float *out) { return finish(w, out, false); }
+
 int bml_worker_mat_vec(bml_worker *w, const char *name, const bml_block_q1_0 *wts, size_t rows, size_t n,
                        const bml_block_q8_0 *act, float *out) {
   if (!out) return BML_EINVAL;
   size_t card_rows = 0;
   int rc = begin(w, name, wts, rows, n, act, &card_rows, true);
   if (rc != 0) return rc;
+  if (w->hooks.in_mat_vec) w->hooks.in_mat_vec(w->hooks.in_mat_vec_ctx);
   const bml__cpu_piece pc = {wts + card_rows * (n / BML_Q1_0_BLOCK), rows - card_rows, n, act, out + card_rows};
   bool alone = false;
   int cpu = rows > card_rows ? bml__pool_mat_vec_many(w->pool, &pc, 1, NULL, NULL, &alone) : 0;
   w->cur.cpu_alone = alone; /* this thread's product: complete() reads it in finish */
   /* the product must not stay in flight: a finish that met another thread's
    * short call (status, share) is tried again */
-  while ((rc = bml_worker_finish(w, out)) == BML_EBUSY) sched_yield();
+  while ((rc = finish(w, out, true)) == BML_EBUSY) sched_yield();
   return cpu ? cpu : rc;
 }
 
@@ -1136,8 +1151,9 @@ int bml_worker_mat_vec_batch(bml_worker *w, const bml_product *products, size_t 
   if (count == 0) return 0;
   if (!enter(w)) return BML_EBUSY;
   if (w->cur.active) {
+    const int rc = in_flight_error(w);
     leave(w);
-    return BML_ESTATE;
+    return rc;
   }
   submission *s = &w->cur;
   memset(s, 0, sizeof *s);
@@ -1336,7 +1352,7 @@ int bml_worker_set_share(bml_worker *w, double share) {
   if (!w) return BML_EINVAL;
   if (!(share >= 0.0 && share <= 1.0)) return BML_ERANGE;
   if (!enter(w)) return BML_EBUSY;
-  int rc = w->cur.active ? BML_ESTATE : 0;
+  int rc = w->cur.active ? in_flight_error(w) : 0;
   if (rc == 0) {
     w->share = share;
     w->share_fixed = true;

@@ -18,6 +18,9 @@ typedef struct {
                             within it; 0: UINT32_MAX (the kernels' offsets of 32 bits) */
   double cpu_rate;       /* the CPU's weights a second as the rest's wait sees it (0: as measured) */
   bool hold_balance;     /* the balances learn nothing (their shares stay where set) */
+  void (*in_mat_vec)(void *ctx); /* called by bml_worker_mat_vec between its begin and its CPU
+                                    rows, outside the worker: what another thread's calls meet */
+  void *in_mat_vec_ctx;
 } bml__worker_hooks;
 
 void bml__worker_set_hooks(bml_worker *w, const bml__worker_hooks *h);

@@ -734,6 +734,47 @@ Test(worker, each_shape_is_decided_by_its_timings) {
   bml_worker_close(w);
 }
 
+/* What another thread's calls meet while a bml_worker_mat_vec's product is
+ * in flight (its CPU rows run outside the worker): that call is running, so
+ * they are busy (BML_EBUSY), not out of order (BML_ESTATE), and a finish
+ * does not take its product.  Before, begin, a batch and set_share said
+ * BML_ESTATE, and a finish wrote the product's card rows into its own out
+ * while the call that began it returned BML_ESTATE with none written. */
+struct meanwhile {
+  bml_worker *w;
+  matrix *m;
+  float other[64];
+  int calls;
+};
+
+static void calls_meanwhile(void *ctx) {
+  struct meanwhile *mw = ctx;
+  matrix *m = mw->m;
+  size_t card_rows = 0;
+  bml_product p = {"other", m->w, 64, m->n, m->a, mw->other};
+  mw->calls++;
+  cr_expect_eq(bml_worker_begin(mw->w, "other", m->w, 64, m->n, m->a, &card_rows), BML_EBUSY, "begin");
+  cr_expect_eq(bml_worker_mat_vec(mw->w, "other", m->w, 64, m->n, m->a, mw->other), BML_EBUSY, "mat_vec");
+  cr_expect_eq(bml_worker_mat_vec_batch(mw->w, &p, 1), BML_EBUSY, "batch");
+  cr_expect_eq(bml_worker_set_share(mw->w, 0.2), BML_EBUSY, "set_share");
+  cr_expect_eq(bml_worker_finish(mw->w, mw->other), BML_EBUSY, "finish took the product of another call");
+}
+
+Test(worker, another_threads_calls_meet_a_mat_vec_in_flight_as_busy) {
+  bml_worker *w = open_worker("0.5");
+  matrix m = make(256, 1024, 12, false);
+  struct meanwhile mw = {.w = w, .m = &m};
+  bml__worker_hooks h = {.kernel = BML_KERNEL_COUNT, .in_mat_vec = calls_meanwhile, .in_mat_vec_ctx = &mw};
+  bml__worker_set_hooks(w, &h);
+  expect_exact(w, &m, "m"); /* the call that began it finishes it, every row */
+  cr_expect_eq(mw.calls, 1);
+  json_t *j = status(w);
+  cr_expect_eq(field(j, "products_on_card"), 1, "the product was not split");
+  json_decref(j);
+  unmake(&m);
+  bml_worker_close(w);
+}
+
 Test(worker, out_of_order_calls_are_refused) {
   bml_worker *w = open_worker("0.5");
   matrix m = make(64, 1024, 11, false);
