@@ -200,8 +200,9 @@ BML_EXTERN void bml_discover_options_init(bml_discover_options *o);
 /* Finds, describes, classifies, orders and selects every OpenCL device.
  * o may be NULL (the defaults).  Never fails because a driver misbehaves:
  * a platform or query that fails becomes a note.  Returns 0 and *out, or
- * BML_EENV (a bad BANKML_GPU or BANKML_GPU_SOFTWARE; a message names it),
- * BML_EINVAL, BML_ENOMEM.  Free with bml_devices_free(). */
+ * BML_EENV (a bad BANKML_GPU, BANKML_GPU_SOFTWARE or BANKML_SYSFS_ROOT; a
+ * message names it), BML_EINVAL (also a bad gpu or software option, named
+ * in the message), BML_ENOMEM.  Free with bml_devices_free(). */
 BML_EXTERN int bml_devices_discover(const bml_discover_options *o, bml_devices **out);
 
 /* The number of devices listed.  Cannot fail (0 for NULL). */

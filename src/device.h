@@ -48,6 +48,8 @@ struct bml_devices {
   bml__notes notes;
   bool software_allowed;
   char gpu_setting[128];  /* BANKML_GPU as given ("" unset) */
+  const char *gpu_source; /* where it came from: "BANKML_GPU" or the discovery's option */
+  int gpu_error;          /* a bad one: BML_EENV (the variable) or BML_EINVAL (the option) */
 };
 
 /* ---- opencl.c: enumeration through the ICD loader ------------------------ */
@@ -71,8 +73,9 @@ typedef struct {
   bml__pci_addr pci;
 } bml__gpu_choice;
 
-/* Parses a BANKML_GPU value (NULL or "" = all usable devices).  Returns 0
- * or BML_EENV after logging an error that names the variable and value. */
-int bml__gpu_choice_parse(const char *value, bml__gpu_choice *out);
+/* Parses a BANKML_GPU value (NULL or "" = all usable devices) that came
+ * from `name` (the variable or the discovery's option).  Returns 0 or
+ * BML_EENV after logging an error that names it and the value. */
+int bml__gpu_choice_parse(const char *name, const char *value, bml__gpu_choice *out);
 
 #endif

@@ -10,31 +10,32 @@
 
 /* ---- BANKML_GPU ----------------------------------------------------------- */
 
-static int gpu_choice_error(const char *value, const char *why) {
-  bml__error(BML_CAT_ENV, "BANKML_GPU=\"%s\": %s (expected off, none, cpu, report indices "
-             "such as 0,2, or pci:0000:03:00.0)", value, why);
+/* name: where the value came from ("BANKML_GPU", or the discovery's option) */
+static int gpu_choice_error(const char *name, const char *value, const char *why) {
+  bml__error(BML_CAT_ENV, "%s=\"%s\": %s (expected off, none, cpu, report indices "
+             "such as 0,2, or pci:0000:03:00.0)", name, value, why);
   return BML_EENV;
 }
 
-static int parse_indices(const char *value, bml__gpu_choice *out) {
+static int parse_indices(const char *name, const char *value, bml__gpu_choice *out) {
   for (const char *p = value;;) {
-    if (!isdigit((unsigned char)*p)) return gpu_choice_error(value, "not a list of indices");
+    if (!isdigit((unsigned char)*p)) return gpu_choice_error(name, value, "not a list of indices");
     char *end;
     unsigned long v = strtoul(p, &end, 10);
-    if (v > 4096) return gpu_choice_error(value, "index out of range");
+    if (v > 4096) return gpu_choice_error(name, value, "index out of range");
     if (out->nindices == BML_ARRAY_SIZE(out->indices)) {
       char why[48];
       snprintf(why, sizeof why, "more than %zu indices", BML_ARRAY_SIZE(out->indices));
-      return gpu_choice_error(value, why);
+      return gpu_choice_error(name, value, why);
     }
     out->indices[out->nindices++] = (size_t)v;
     if (*end == '\0') return 0;
-    if (*end != ',') return gpu_choice_error(value, "not a list of indices");
+    if (*end != ',') return gpu_choice_error(name, value, "not a list of indices");
     p = end + 1;
   }
 }
 
-int bml__gpu_choice_parse(const char *value, bml__gpu_choice *out) {
+int bml__gpu_choice_parse(const char *name, const char *value, bml__gpu_choice *out) {
   memset(out, 0, sizeof *out);
   out->mode = BML_GPU_ALL;
   if (!value || !*value) return 0;
@@ -45,11 +46,11 @@ int bml__gpu_choice_parse(const char *value, bml__gpu_choice *out) {
   if (strncmp(value, "pci:", 4) == 0) {
     out->mode = BML_GPU_PCI;
     if (bml__pci_addr_parse(value + 4, &out->pci) != 0)
-      return gpu_choice_error(value, "not a PCI address");
+      return gpu_choice_error(name, value, "not a PCI address");
     return 0;
   }
   out->mode = BML_GPU_INDICES;
-  return parse_indices(value, out);
+  return parse_indices(name, value, out);
 }
 
 /* ---- cross-check ------------------------------------------------------------ */
@@ -259,7 +260,7 @@ static void select_device(struct bml_devices *l, size_t i) {
   if (d->pub.usable)
     d->pub.selected = 1;
   else
-    bml__notes_add(&l->notes, "BANKML_GPU=\"%s\" names device %zu (\"%s\"), which is not usable: %s",
+    bml__notes_add(&l->notes, "%s=\"%s\" names device %zu (\"%s\"), which is not usable: %s", l->gpu_source,
                    l->gpu_setting, i, d->cl.name, d->why_not);
 }
 
@@ -267,14 +268,14 @@ static int apply_choice(struct bml_devices *l, const bml__gpu_choice *c) {
   if (c->mode == BML_GPU_ALL) {
     for (size_t i = 0; i < l->len; i++) l->dev[i].pub.selected = l->dev[i].pub.usable;
   } else if (c->mode == BML_GPU_OFF) {
-    bml__notes_add(&l->notes, "BANKML_GPU=\"%s\": no device selected; everything runs on the CPU",
-                   l->gpu_setting);
+    bml__notes_add(&l->notes, "%s=\"%s\": no device selected; everything runs on the CPU",
+                   l->gpu_source, l->gpu_setting);
   } else if (c->mode == BML_GPU_INDICES) {
     for (size_t k = 0; k < c->nindices; k++) {
       if (c->indices[k] >= l->len) {
-        bml__error(BML_CAT_ENV, "BANKML_GPU=\"%s\": there is no device %zu (%zu listed)",
+        bml__error(BML_CAT_ENV, "%s=\"%s\": there is no device %zu (%zu listed)", l->gpu_source,
                    l->gpu_setting, c->indices[k], l->len);
-        return BML_EENV;
+        return l->gpu_error;
       }
       select_device(l, c->indices[k]);
     }
@@ -284,8 +285,8 @@ static int apply_choice(struct bml_devices *l, const bml__gpu_choice *c) {
     size_t i = 0;
     while (i < l->len && strcmp(l->dev[i].pci_str, want) != 0) i++;
     if (i == l->len) {
-      bml__error(BML_CAT_ENV, "BANKML_GPU=\"%s\": no device at PCI address %s", l->gpu_setting, want);
-      return BML_EENV;
+      bml__error(BML_CAT_ENV, "%s=\"%s\": no device at PCI address %s", l->gpu_source, l->gpu_setting, want);
+      return l->gpu_error;
     }
     select_device(l, i);
   }
@@ -323,8 +324,16 @@ static int read_settings(const bml_discover_options *o, struct bml_devices *l, b
   const char *gpu = o->gpu;
   if (!gpu) bml__env_gpu(&gpu);
   snprintf(l->gpu_setting, sizeof l->gpu_setting, "%s", gpu ? gpu : "");
-  int rc = bml__gpu_choice_parse(gpu, choice);
-  if (rc != 0) return rc;
+  /* a bad option is the caller's argument (BML_EINVAL), a bad variable the environment's */
+  l->gpu_source = o->gpu ? "bml_discover_options.gpu" : "BANKML_GPU";
+  l->gpu_error = o->gpu ? BML_EINVAL : BML_EENV;
+  int rc = bml__gpu_choice_parse(l->gpu_source, gpu, choice);
+  if (rc != 0) return l->gpu_error;
+  if (o->software < -1 || o->software > 1) {
+    bml__error(BML_CAT_DEVICE, "bml_discover_options.software=%d: expected -1 (the environment), 0 or 1",
+               o->software);
+    return BML_EINVAL;
+  }
   const char *root = NULL; /* a bad BANKML_SYSFS_ROOT is an error, as any variable (bankml-cl(1)) */
   if (!o->sysfs_root && (rc = bml__env_sysfs_root(&root)) != 0) return rc;
   bool software = false;

@@ -435,6 +435,35 @@ Test(devices, options_override_the_environment) {
   bml_devices_free(l);
 }
 
+/* A bad option is the caller's argument: BML_EINVAL, and the message names
+ * the option, not BANKML_GPU (which said the environment was wrong). */
+Test(devices, bad_options_are_the_callers_and_named_as_options) {
+  use_fake("mixed", "mixed");
+  static const char *const bad[] = {"junk", "9", "pci:0000:09:00.0"};
+  bml_discover_options o;
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    bml_discover_options_init(&o);
+    o.gpu = bad[i];
+    logged[0] = '\0';
+    bml_log_set_sink(capture, NULL);
+    bml_devices *l = NULL;
+    cr_expect_eq(bml_devices_discover(&o, &l), BML_EINVAL, "gpu \"%s\"", bad[i]);
+    bml_log_set_sink(NULL, NULL);
+    cr_expect_null(l);
+    cr_expect(strstr(logged, "bml_discover_options.gpu=") != NULL && strstr(logged, "BANKML_GPU") == NULL, "%s",
+              logged);
+  }
+  bml_discover_options_init(&o);
+  o.software = 7;
+  bml_devices *l = NULL;
+  logged[0] = '\0';
+  bml_log_set_sink(capture, NULL);
+  cr_expect_eq(bml_devices_discover(&o, &l), BML_EINVAL, "software = 7 taken as 'allow'");
+  bml_log_set_sink(NULL, NULL);
+  cr_expect_null(l);
+  cr_expect(strstr(logged, "bml_discover_options.software=7") != NULL, "%s", logged);
+}
+
 Test(devices, accessors_are_null_safe) {
   cr_expect_eq(bml_devices_count(NULL), 0);
   cr_expect_null(bml_devices_get(NULL, 0));
