@@ -99,9 +99,10 @@ BML_EXTERN float bml_q1_0_dot(const bml_block_q1_0 *w, const bml_block_q8_0 *a, 
 
 /* out[r] = dot(row r of w, a) for r < rows, on the calling thread.  w is
  * rows * n/128 blocks, row-major; a is n/32 blocks.  Returns 0, BML_EINVAL
- * (a NULL pointer) or BML_ESHAPE (n not a positive multiple of 128, or rows
- * whose weights or results could not be in memory); on error out is not
- * written. */
+ * (a NULL pointer), BML_ESHAPE (n not a positive multiple of 128, or rows
+ * or an n whose weights, activation or results could not be in memory) or
+ * BML_ENOMEM (no room for the activation's prepared copy, about 2n bytes,
+ * where it does not fit in 16 KiB of stack); on error out is not written. */
 BML_EXTERN int bml_q1_0_mat_vec(const bml_block_q1_0 *w, size_t rows, size_t n,
                                 const bml_block_q8_0 *a, float *out);
 

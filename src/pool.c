@@ -399,7 +399,8 @@ int bml__pool_mat_vec_many(bml_pool *p, const bml__cpu_piece *pc, size_t count, 
     rc = bml_pool_q1_0_mat_vec(p, pc[last].w, pc[last].rows, pc[last].n, pc[last].a, pc[last].out);
   else if (!atomic_flag_test_and_set_explicit(&p->driving, memory_order_acquire)) {
     j.stride = (j.k->prep_size(nmax) + 63) / 64 * 64;
-    rc = ensure_scratch(p, j.stride * (size_t)p->nthreads);
+    rc = j.stride > SIZE_MAX / (size_t)p->nthreads ? BML_ENOMEM /* no such room: computed alone below */
+                                                    : ensure_scratch(p, j.stride * (size_t)p->nthreads);
     if (rc == 0) {
       j.scratch = p->scratch;
       pool_run(p, many_chunk, &j);

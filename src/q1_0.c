@@ -64,6 +64,9 @@ const bml__q1_0_kernel bml__q1_0_ref = {"ref", ref_supported, ref_prep_size, ref
 int bml__q1_0_check(const void *w, size_t rows, size_t n, const void *a, const void *out) {
   if (!w || !a || !out) return BML_EINVAL;
   if (n == 0 || n % BML_Q1_0_BLOCK != 0) return BML_ESHAPE;
+  /* an activation that could not be in memory beside its prepared copy
+   * (2n + n/8 bytes, whose size would wrap past SIZE_MAX) */
+  if (n > SIZE_MAX / 4) return BML_ESHAPE;
   /* rows whose weights or results could not be in memory */
   if (rows > SIZE_MAX / (n / BML_Q1_0_BLOCK * sizeof(bml_block_q1_0)) || rows > SIZE_MAX / sizeof(float))
     return BML_ESHAPE;

@@ -239,6 +239,13 @@ Test(pool, many_products_with_one_bad_compute_none) {
   cr_expect_eq(bml__pool_mat_vec_many(p, NULL, 0, NULL, NULL, NULL), 0);
   cr_expect_eq(bml__pool_mat_vec_many(NULL, m.pc, 1, NULL, NULL, NULL), BML_EINVAL);
   bml_pool_close(p);
+  /* an n whose two threads' scratch (two strides of 2n + n/8 bytes) wraps
+   * past SIZE_MAX to 384 bytes: that was allocated and written past; now
+   * there is no such room, and alone (one stride) neither: BML_ENOMEM */
+  cr_assert_eq(bml_pool_open(2, &p), 0);
+  const bml__cpu_piece huge[2] = {m.pc[0], {m.pc[1].w, 1, (SIZE_MAX / 17 * 4 / 128 + 1) * 128, m.pc[1].a, m.got[1]}};
+  cr_expect_eq(bml__pool_mat_vec_many(p, huge, 2, NULL, NULL, NULL), BML_ENOMEM);
+  bml_pool_close(p);
   many_free(&m);
 }
 

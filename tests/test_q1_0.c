@@ -110,6 +110,11 @@ Test(q1_0, bad_arguments_are_refused_and_nothing_written) {
   /* rows whose weights (18 bytes a block) or results could not be in memory */
   cr_expect_eq(bml_q1_0_mat_vec(w, SIZE_MAX / 18 + 1, 128, a, out), BML_ESHAPE);
   cr_expect_eq(bml_q1_0_mat_vec(w, SIZE_MAX / 36 + 1, 256, a, out), BML_ESHAPE);
+  /* an n whose prepared activation (2n + n/8 bytes) wraps past SIZE_MAX to
+   * 16 bytes: it took the 16 KiB stack scratch and wrote past it */
+  const size_t wraps = (SIZE_MAX / 17 * 8 / 128 + 1) * 128;
+  cr_expect_eq(bml_q1_0_mat_vec(w, 1, wraps, a, out), BML_ESHAPE);
+  cr_expect_eq(bml_q1_0_mat_vec(w, 1, SIZE_MAX / 4 / 128 * 128 + 128, a, out), BML_ESHAPE);
   cr_expect(out[0] == 123.0f && out[1] == 456.0f, "out was written on error");
   cr_expect(isnan(bml_q1_0_dot(w, a, 96)), "dot of bad n is not NaN");
   cr_expect(isnan(bml_q1_0_dot(NULL, a, 128)), "dot of NULL is not NaN");
