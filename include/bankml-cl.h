@@ -26,7 +26,7 @@ extern "C" {
  * ---------------------------------------------------------------------- */
 #define BML_ERRNO_MAP(XX)                                                       \
   XX(EINVAL,   -4000, "invalid argument")                                      \
-  XX(ESHAPE,   -4001, "length is not a multiple of the block size")            \
+  XX(ESHAPE,   -4001, "bad shape: not whole blocks, or too large for memory")  \
   XX(ENOMEM,   -4002, "out of memory")                                         \
   XX(EENV,     -4003, "bad value in an environment variable")                  \
   XX(ETHREAD,  -4004, "cannot create a thread")                                \
