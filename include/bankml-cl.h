@@ -89,12 +89,15 @@ static_assert(sizeof(bml_block_q8_0) == 34, "bml_block_q8_0 must be 34 bytes (gg
 
 /* ------------------------------------------------------------------------
  * CPU kernels.  The bits are ggml's x86 AVX2 kernel's on every machine and
- * every path (the arithmetic contract, doc/ARITHMETIC.md).
+ * every path (the arithmetic contract, doc/ARITHMETIC.md).  They and the
+ * quantizer keep no state: any number of threads may call them at once.
  * ---------------------------------------------------------------------- */
 
 /* The dot product of one row of n weights (n/128 blocks) with n activations
  * (n/32 blocks).  n must be a multiple of 128 and the pointers valid; this
- * call cannot report errors: on a NULL pointer or bad n it returns NaN. */
+ * call cannot report errors: on a NULL pointer or bad n it returns NaN
+ * (which a NaN or infinite scale can also give: bml_q1_0_mat_vec with one
+ * row tells them apart). */
 BML_EXTERN float bml_q1_0_dot(const bml_block_q1_0 *w, const bml_block_q8_0 *a, size_t n);
 
 /* out[r] = dot(row r of w, a) for r < rows, on the calling thread.  w is
@@ -181,7 +184,8 @@ typedef struct {
   int host_unified_memory;   /* CL_DEVICE_HOST_UNIFIED_MEMORY */
   int verified;              /* 1: passed bml_devices_verify, 0: failed it, -1: not verified */
   void *cl_platform;         /* its cl_platform_id, for an engine that shares the device */
-  void *cl_device;           /* its cl_device_id */
+  void *cl_device;           /* its cl_device_id (a root device: not reference-counted, valid
+                                while the ICD loader is loaded, after bml_devices_free too) */
 } bml_device;
 
 typedef struct bml_devices bml_devices;
@@ -209,7 +213,9 @@ BML_EXTERN int bml_devices_discover(const bml_discover_options *o, bml_devices *
 /* The number of devices listed.  Cannot fail (0 for NULL). */
 BML_EXTERN size_t bml_devices_count(const bml_devices *d);
 
-/* Device i (0 <= i < count), or NULL.  Owned by d. */
+/* Device i (0 <= i < count), or NULL.  Owned by d.  Several threads may
+ * read one listing at once (count, get, notes, report); bml_devices_verify
+ * changes it, so it wants the listing to itself. */
 BML_EXTERN const bml_device *bml_devices_get(const bml_devices *d, size_t i);
 
 /* The notes of the listing (failed platforms and queries, disagreements
@@ -249,6 +255,7 @@ typedef struct {
                               the others (ms is that batch's) */
 } bml_verify_line;
 
+/* line and its strings are valid during the call only. */
 typedef void (*bml_verify_fn)(void *ctx, const bml_verify_line *line);
 
 typedef struct {
@@ -269,7 +276,8 @@ BML_EXTERN void bml_verify_options_init(bml_verify_options *o);
  * every case of ggml's golden file (a line says when no copy is installed;
  * a named or installed one that cannot be read fails); every row is compared
  * with the CPU kernel, bit for bit (NaN equals NaN).  Sets d's device i
- * verified to 1 or 0.  Returns 0 (verified), BML_EVERIFY (a check failed:
+ * verified to 1 or 0 (a device that is not usable keeps -1).  Returns 0
+ * (verified), BML_EVERIFY (a check failed, or could not run:
  * the card must not be used), BML_ENODEV (the device is not usable), or
  * another error (the card could not be set up: it is not verified either). */
 BML_EXTERN int bml_devices_verify(bml_devices *d, size_t i, const bml_verify_options *o);
@@ -294,7 +302,7 @@ typedef struct bml_worker bml_worker;
  * shape (of single products) and each kind of batch starts: each then
  * learns its own from how long the card and the CPU take for their parts.
  * BANKML_GPU_SHARE fixes it instead (clamped to 0..0.95).
- * BANKML_GPU_LIMIT (0.05..1, default 0.8) limits the card's memory
+ * BANKML_GPU_LIMIT (0.05..1, default 0.8; clamped) limits the card's memory
  * and time.  Returns 0 and *out; 0 and *out = NULL when no card is used (no
  * usable card, verification failed, or a calibrated share below 0.02: each
  * logged once as "GPU not used: <why>"); BML_EINVAL, BML_EENV (a bad
@@ -319,7 +327,9 @@ BML_EXTERN int bml_worker_check_env(void);
  * rows are repacked and copied on first use, so its weights must not change
  * while the worker knows it: call bml_worker_release before changing or
  * freeing them (or reusing their memory for other weights), or the card
- * keeps computing with the old ones.  The time until bml_worker_finish is
+ * keeps computing with the old ones.  wts and act must stay valid and
+ * unchanged until bml_worker_finish returns: an error on the card gives
+ * its rows to the CPU, which computes them from both.  The time until bml_worker_finish is
  * the caller's, so such a product teaches its shape no share (the worker
  * does not know how long the CPU's rows took); the shape's calibration
  * (card or CPU alone) times it from begin to finish.  Returns 0, BML_EINVAL,
@@ -403,7 +413,9 @@ BML_EXTERN void bml_worker_close(bml_worker *w);
 /* ------------------------------------------------------------------------
  * Logging.  Messages go to stderr with a "bankml-cl: " prefix unless a sink
  * is set.  BANKML_DEBUG=all or a list of categories (pool,cpu,device,pci,
- * build,oracle,worker) turns on debug messages.
+ * build,oracle,worker,env) turns on debug messages; it is read once, by
+ * the first bml_pool_open, bml_devices_discover or bml_worker_open.  msg
+ * and category are valid during the sink's call only.
  * ---------------------------------------------------------------------- */
 typedef enum { BML_LOG_ERROR = 0, BML_LOG_WARN = 1, BML_LOG_INFO = 2, BML_LOG_DEBUG = 3 } bml_log_level;
 typedef void (*bml_log_fn)(void *ctx, bml_log_level level, const char *category, const char *msg);

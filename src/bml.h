@@ -157,6 +157,12 @@ int bml__pool_mat_vec_many(bml_pool *p, const bml__cpu_piece *pc, size_t count, 
 void *bml__aligned_alloc(size_t size);
 void bml__aligned_free(void *p);
 
+/* j as JSON text (json_dumpb's flags) in memory of malloc's, which the
+ * caller free()s whatever allocator jansson was given; NULL when out of
+ * memory (report.c). */
+struct json_t;
+char *bml__json_text(const struct json_t *j, size_t flags);
+
 /* ---- deterministic data (gen.c) for the oracle and the tests ----------- */
 uint64_t bml__xorshift64(uint64_t *state); /* x ^= x<<13; x ^= x>>7; x ^= x<<17 */
 /* rows x n random weights: random-sign scales in [2^-10, 4) with the special

@@ -182,12 +182,25 @@ static json_t *listing_json(const struct bml_devices *l) {
                    "notes", notes, "kernels", kernels_json(l), "software_allowed", l->software_allowed);
 }
 
+char *bml__json_text(const json_t *j, size_t flags) {
+  /* json_dumps would take jansson's allocator, which an application may
+   * have replaced (json_set_alloc_funcs): the header promises free() */
+  const size_t len = json_dumpb(j, NULL, 0, flags);
+  char *text = len ? malloc(len + 1) : NULL;
+  if (!text || json_dumpb(j, text, len, flags) != len) {
+    free(text);
+    return NULL;
+  }
+  text[len] = '\0';
+  return text;
+}
+
 int bml_devices_report_json(const bml_devices *d, int pretty, char **json) {
   if (!d || !json) return BML_EINVAL;
   *json = NULL;
   json_t *root = listing_json(d);
   if (!root) return BML_ENOMEM;
-  *json = json_dumps(root, (pretty ? JSON_INDENT(2) : JSON_COMPACT) | JSON_PRESERVE_ORDER | JSON_ENSURE_ASCII);
+  *json = bml__json_text(root, (pretty ? JSON_INDENT(2) : JSON_COMPACT) | JSON_PRESERVE_ORDER | JSON_ENSURE_ASCII);
   json_decref(root);
   return *json ? 0 : BML_ENOMEM;
 }

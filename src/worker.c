@@ -1456,7 +1456,7 @@ int bml_worker_status_json(bml_worker *w, char **json) {
   json_t *o = balances_json(status_json(w), w);
   leave(w);
   if (!o) return BML_ENOMEM;
-  *json = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
+  *json = bml__json_text(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
   json_decref(o);
   return *json ? 0 : BML_ENOMEM;
 }

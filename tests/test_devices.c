@@ -464,6 +464,33 @@ Test(devices, bad_options_are_the_callers_and_named_as_options) {
   cr_expect(strstr(logged, "bml_discover_options.software=7") != NULL, "%s", logged);
 }
 
+/* The header says free() the report: that holds when the application gave
+ * jansson its own allocator (here one whose blocks start 16 bytes into
+ * malloc's, so free() of one of them would fail).  The report came from
+ * json_dumps, in the application's allocator's memory. */
+static size_t offset_allocs;
+static void *offset_malloc(size_t n) {
+  char *p = malloc(n + 16);
+  offset_allocs++;
+  return p ? p + 16 : NULL;
+}
+static void offset_free(void *p) {
+  if (p) free((char *)p - 16);
+}
+
+Test(devices, reports_are_free_able_whatever_allocator_jansson_has) {
+  use_fake("mixed", "mixed");
+  json_set_alloc_funcs(offset_malloc, offset_free);
+  bml_devices *l = discover();
+  char *text = NULL;
+  cr_assert_eq(bml_devices_report_json(l, 1, &text), 0);
+  cr_expect(offset_allocs > 0, "jansson did not use the application's allocator");
+  cr_expect_eq(text[0], '{');
+  free(text); /* malloc's memory, not the allocator's */
+  bml_devices_free(l);
+  json_set_alloc_funcs(malloc, free);
+}
+
 Test(devices, accessors_are_null_safe) {
   cr_expect_eq(bml_devices_count(NULL), 0);
   cr_expect_null(bml_devices_get(NULL, 0));
