@@ -444,6 +444,10 @@ Test(cli, devices_misuse_exits_2) {
   expect_usage_error(RUN("devices", "--frobnicate"), "--frobnicate");
   expect_usage_error(RUN("devices", "extra"), "extra");
   expect_usage_error(RUN("devices", "--brief", "--compact"), "--compact");
+  /* the command's own scan permutes, as its option string asks: an option
+   * after an operand is still read as one (the top-level scan's stop at the
+   * first operand was kept, and 'extra' was named instead) */
+  expect_usage_error(RUN("devices", "extra", "--frobnicate"), "--frobnicate");
 }
 
 /* An unknown BANKML_DEBUG category is reported when the work starts, in

@@ -70,6 +70,12 @@ int cli_option_error(const char *cmd, int c, char **argv) {
 
 void cli_getopt_reset(void) {
   /* The top-level scan stops cleanly at the subcommand's name (never inside
-   * a cluster of short options), so restarting at argv[1] is enough. */
+   * a cluster of short options), so restarting at argv[1] is enough; glibc
+   * reads a command's option string afresh (its ordering, '+' or not) only
+   * when optind is 0. */
+#ifdef __GLIBC__
+  optind = 0;
+#else
   optind = 1;
+#endif
 }
