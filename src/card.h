@@ -69,6 +69,7 @@ typedef struct bml__card {
   bool host_unified;
   bool cr_divide_sqrt; /* CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT advertised */
   bool nvidia_build;   /* NVIDIA's own compiler: -DBML_PRMT=1 (PTX's prmt inline) -DBML_RING=1 */
+  bool nvidia_driver;  /* NVIDIA's own driver (nvidia_build may be dropped, this stays) */
   size_t max_chunk_rows; /* test hook: rows per buffer chunk (0: by max_alloc only) */
   cl_ulong local_mem;
   size_t lrows;          /* q1_0_mat_vec_l's rows per work-group (-DBML_LROWS) */

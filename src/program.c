@@ -39,7 +39,8 @@ int bml__card_open(const bml__cl_info *ci, bml__card **out, char *err, size_t er
    * implementation of an NVIDIA card (PoCL's CUDA device) may not.  The
    * ring of weights (-DBML_RING=1) was measured there only: it made PoCL
    * slower, so other compilers keep the queue (cl/q1_0.cl). */
-  c->nvidia_build = ci->vendor_id == 0x10de && ci->platform_vendor && strstr(ci->platform_vendor, "NVIDIA");
+  c->nvidia_driver = ci->vendor_id == 0x10de && ci->platform_vendor && strstr(ci->platform_vendor, "NVIDIA");
+  c->nvidia_build = c->nvidia_driver;
   bml__card_set_tunables(c, 32, 32, 4);
   c->lr_from = SIZE_MAX;
   cl_context_properties props[] = {CL_CONTEXT_PLATFORM, (cl_context_properties)ci->platform, 0};

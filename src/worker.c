@@ -15,7 +15,15 @@
 
 /* Errors in a row that retire the card for the process. */
 #define RETIRE_AFTER 3
-/* In-order queues a batch's launches are spread over (BANKML_GPU_QUEUES). */
+/* In-order queues a batch's launches are spread over (BANKML_GPU_QUEUES),
+ * on NVIDIA's driver.  Elsewhere one, unless the variable asks for more:
+ * with several, the main queue copies later activations into the buffer
+ * that kernels on the side queues are reading, and those kernels write
+ * other rows of one results buffer side by side.  OpenCL leaves a memory
+ * object changed in one queue while another uses it undefined (the
+ * specification's appendix on shared objects); NVIDIA's driver was
+ * measured and checked at it (doc/PERFORMANCE.md: 4 queues took a
+ * bonsai-8b token from 1.01 ms to 0.69, every row bit-exact), no other was. */
 #define QUEUES_DEFAULT 4
 /* The calibration product. */
 #define CAL_ROWS 4096
@@ -1238,10 +1246,15 @@ static void note_failure(void *ctx, const bml_verify_line *l) {
     snprintf(v->first, sizeof v->first, "%s: %.300s", l->check, l->detail ? l->detail : "failed");
 }
 
+int bml__worker_queues(int asked, bool nvidia_driver, bool software) {
+  if (software) return 1;
+  return asked > 0 ? asked : nvidia_driver ? QUEUES_DEFAULT : 1;
+}
+
 static int settings(bml_worker *w, double *limit, int *queues) {
   double share = -1.0;
   *limit = BML_LIMIT_DEFAULT;
-  *queues = QUEUES_DEFAULT;
+  *queues = 0; /* unset: the card's default (open) */
   int rc = bml__env_gpu_share(&share);
   if (rc == 0) rc = bml__env_gpu_limit(limit);
   if (rc == 0) rc = bml__env_gpu_queues(queues);
@@ -1327,7 +1340,7 @@ int bml_worker_open(bml_pool *pool, bml_worker **out) {
      * on the same cores), and PoCL 3.1's pthread driver can fail an
      * assertion in its kernel cache when two queues finish kernels at once
      * (seen with two processes at work): one queue there. */
-    if (w->devices->dev[w->device].software) queues = 1;
+    queues = bml__worker_queues(queues, w->card->nvidia_driver, w->devices->dev[w->device].software);
     int made = bml__card_set_queues(w->card, (size_t)queues);
     if (made != 0)
       bml__debug(BML_CAT_WORKER, "\"%s\": %zu of %d queues (%s)", w->card->name, w->card->nside + 1, queues,

@@ -30,6 +30,9 @@ const bml__limiter *bml__worker_limiter(const bml_worker *w);
 /* The rows the card holds of the matrix called `name` (the first member of
  * its group), 0 when none. */
 size_t bml__worker_held_rows(const bml_worker *w, const char *name);
+/* The queues a card gets: BANKML_GPU_QUEUES's (asked, 0 when unset), else 4
+ * on NVIDIA's driver and 1 elsewhere; always 1 on a software device. */
+int bml__worker_queues(int asked, bool nvidia_driver, bool software);
 /* Sets the share but keeps the per-shape calibration on (set_share turns it off). */
 void bml__worker_set_share_calibrated(bml_worker *w, double share);
 

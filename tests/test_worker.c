@@ -1051,6 +1051,17 @@ Test(worker, the_discrete_cards_upload_path_gives_the_cpu_bits) {
   bml_worker_close(w);
 }
 
+/* Several queues share buffers between queues, which only NVIDIA's driver
+ * was checked at: other cards get one unless asked; PoCL always one. */
+Test(worker, several_queues_only_on_nvidias_driver_unless_asked) {
+  cr_expect_eq(bml__worker_queues(0, true, false), 4);
+  cr_expect_eq(bml__worker_queues(0, false, false), 1);
+  cr_expect_eq(bml__worker_queues(3, false, false), 3, "asked for");
+  cr_expect_eq(bml__worker_queues(2, true, false), 2, "asked for");
+  cr_expect_eq(bml__worker_queues(8, false, true), 1, "a software device");
+  cr_expect_eq(bml__worker_queues(0, true, true), 1, "a software device");
+}
+
 /* A layer as a batch on a worker asked for `queues` queues, twice, every
  * row exact and on the card; false when the device is software (it runs
  * on one queue whatever is asked). */
