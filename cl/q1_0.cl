@@ -47,7 +47,7 @@
 #endif
 
 /* s + e = a + b exactly (Knuth's TwoSum; needs contraction off). */
-inline float2 bml_two_sum(float a, float b) {
+static inline float2 bml_two_sum(float a, float b) {
   float s = a + b;
   float bp = s - a;
   float ap = s - bp;
@@ -56,7 +56,7 @@ inline float2 bml_two_sum(float a, float b) {
 
 /* a + b rounded to odd: the neighbour of the exact sum whose last bit is 1,
  * or the sum itself when it is exact (Boldo & Melquiond 2008). */
-inline float bml_add_round_odd(float a, float b) {
+static inline float bml_add_round_odd(float a, float b) {
   float2 t = bml_two_sum(a, b);
   uint u = as_uint(t.x);
   if (t.y != 0.0f && (u & 1u) == 0u) u = (t.y > 0.0f) == (t.x > 0.0f) ? u + 1u : u - 1u;
@@ -71,7 +71,7 @@ inline float bml_add_round_odd(float a, float b) {
  * (finite values, no overflow or underflow of the partial products: there
  * |ab| is 0 or within [2^-24, 2^28]).  Non-finite inputs take IEEE's
  * unfused path, which gives fma's answer for them. */
-inline float bml_exact_fma(float d0, float ab, float acc) {
+static inline float bml_exact_fma(float d0, float ab, float acc) {
   if (!isfinite(d0) || !isfinite(ab)) return d0 * ab + acc;
   if (!isfinite(acc)) return acc;
   float ah = as_float(as_uint(ab) & 0xfffff000u);
@@ -84,7 +84,7 @@ inline float bml_exact_fma(float d0, float ab, float acc) {
 /* The device's fma, as the kernels and the probe's native column use it. */
 #if defined(BML_TEST_DOUBLE_ROUNDED_FMA)
 #pragma OPENCL EXTENSION cl_khr_fp64 : enable
-inline float bml_native_fma(float a, float b, float c) { return (float)fma((double)a, (double)b, (double)c); }
+static inline float bml_native_fma(float a, float b, float c) { return (float)fma((double)a, (double)b, (double)c); }
 #else
 #define bml_native_fma fma
 #endif
@@ -112,22 +112,22 @@ inline float bml_native_fma(float a, float b, float c) { return (float)fma((doub
 
 /* The 8-bit negations of four quants: -(-128) is -128, as the reference
  * has it (unsigned arithmetic wraps; signed overflow would be undefined). */
-inline char4 bml_neg8(char4 q) { return as_char4((uchar4)(0) - as_uchar4(q)); }
+static inline char4 bml_neg8(char4 q) { return as_char4((uchar4)(0) - as_uchar4(q)); }
 
 /* The exact sum of lane l's four quants under the four bits of nib: each
  * quant where its bit is set, its 8-bit negation where it is clear. */
-inline int bml_lane_sum(uint nib, char4 q) {
+static inline int bml_lane_sum(uint nib, char4 q) {
   const char4 nq = bml_neg8(q);
   return ((nib & 1u) ? q.x : nq.x) + ((nib & 2u) ? q.y : nq.y) + ((nib & 4u) ? q.z : nq.z) +
          ((nib & 8u) ? q.w : nq.w);
 }
 
-inline float bml_reduce8(const float *a) {
+static inline float bml_reduce8(const float *a) {
   return ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7]));
 }
 
 /* Lane l's 16 bits of block b of row r: four nibbles, sub-block k at bit 4k. */
-inline uint bml_lane_bits(__global const uint4 *bits, uint rows, uint r, uint b, uint l) {
+static inline uint bml_lane_bits(__global const uint4 *bits, uint rows, uint r, uint b, uint l) {
   const uint4 w = bits[((b / 8u) * 8u + l) * rows + r];
   const uint j = b % 8u, x = j < 2u ? w.x : j < 4u ? w.y : j < 6u ? w.z : w.w;
   return (x >> (16u * (j % 2u))) & 0xFFFFu;
@@ -268,7 +268,7 @@ typedef struct {
  * lane l: pair % 32 = 8k + l), patterns (u / 256) * unit onwards; a
  * work-group of wg work-items builds the 4096 entries in units of
  * unit = min(16, 4096 / wg). */
-inline void bml_lsrc_load(bml_lsrc *x, uint u, uint tile, uint nb, __global const char4 *q,
+static inline void bml_lsrc_load(bml_lsrc *x, uint u, uint tile, uint nb, __global const char4 *q,
                           __global const float *d1) {
   const uint pair = u % 256u, b = tile * 8u + pair / 32u, sk = b * 4u + (pair % 32u) / 8u;
   if (b < nb) {
@@ -281,7 +281,7 @@ inline void bml_lsrc_load(bml_lsrc *x, uint u, uint tile, uint nb, __global cons
 /* The unit's entries d * s(p): s(p) summed exactly in integers (one more
  * quant taken instead of its negation per step), converted exactly
  * (|s| <= 512) with the 1.5 * 2^23 trick, one multiply each. */
-inline void bml_lbuild(__local float *tab, uint u, const bml_lsrc *x, const uint unit) {
+static inline void bml_lbuild(__local float *tab, uint u, const bml_lsrc *x, const uint unit) {
   const uint pair = u % 256u, p0 = (u / 256u) * unit;
   const int dq[4] = {x->q.x - x->nq.x, x->q.y - x->nq.y, x->q.z - x->nq.z, x->q.w - x->nq.w};
   int m[16];
@@ -330,14 +330,14 @@ inline void bml_lbuild(__local float *tab, uint u, const bml_lsrc *x, const uint
  * it on any device.  Without either, full tiles take BML_LBLOCK too. */
 #if defined(BML_PRMT) && BML_PRMT
 #define BML_USE_LWORD 1
-inline uint bml_byte_into(uint y, uint h, uint m) {
+static inline uint bml_byte_into(uint y, uint h, uint m) {
   uint r;
   asm("prmt.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(y), "r"(h), "r"(0x7650u | m));
   return r;
 }
 #elif defined(BML_LWORD_C) && BML_LWORD_C
 #define BML_USE_LWORD 1
-inline uint bml_byte_into(uint y, uint h, uint m) { return h | ((y >> (8u * m)) & 0xFFu); }
+static inline uint bml_byte_into(uint y, uint h, uint m) { return h | ((y >> (8u * m)) & 0xFFu); }
 #else
 #define BML_USE_LWORD 0
 #endif
@@ -360,7 +360,7 @@ inline uint bml_byte_into(uint y, uint h, uint m) { return h | ((y >> (8u * m)) 
 
 /* c of sub-block k for lane l in tile half par: the byte offset of the
  * pair's 16 words in block 0, with the swizzle in bits 2..5. */
-inline uint bml_lc(uint par, uint k, uint l) {
+static inline uint bml_lc(uint par, uint k, uint l) {
   const uint pair = 8u * k + l;
   return ((par * BML_LTAB + pair * 16u) << 2) | (bml_swz(pair) << 2);
 }
@@ -404,7 +404,7 @@ inline uint bml_lc(uint par, uint k, uint l) {
 #endif
 /* Tile tb's lookups for the work-item's rows (its lane l, row slice rr of
  * lr, rpt rows of gr a work-group), from their words w[i], into acc[i]. */
-inline void bml_lookups(__local const float *tab, __local const float *dtab, const uint4 *w, float *acc,
+static inline void bml_lookups(__local const float *tab, __local const float *dtab, const uint4 *w, float *acc,
                         const bool *live, const uint tb, const uint nb, const uint l, const uint rr,
                         const uint lr, const uint gr, const uint rpt) {
   const uint par = (tb & 1u) * (BML_LHALVES - 1u); /* the table's half */
@@ -427,7 +427,7 @@ inline void bml_lookups(__local const float *tab, __local const float *dtab, con
 
 /* Tile t's weights and scales d0 of the work-item's rows into a slot of
  * the queue (w, d). */
-inline void bml_refill(__global const uint4 *bits, __global const float *d0, uint4 *w, float *d, const bool *live,
+static inline void bml_refill(__global const uint4 *bits, __global const float *d0, uint4 *w, float *d, const bool *live,
                        const uint t, const uint nt, const uint l, const uint rows, const uint row0, const uint lr,
                        const uint rpt) {
 #pragma unroll
@@ -442,7 +442,7 @@ inline void bml_refill(__global const uint4 *bits, __global const float *d0, uin
 /* The body of the table kernels: work-group grp of a product; lr and rpt
  * are constants where it is inlined.  tab: BML_LHALVES * BML_LTAB floats;
  * dtab: 2 * 8 * lr * rpt floats. */
-inline void bml_lanes(__global const uint4 *bits, __global const float *d0, __global const char4 *q,
+static inline void bml_lanes(__global const uint4 *bits, __global const float *d0, __global const char4 *q,
                       __global const float *d1, const uint rows, const uint nb,
                       __global float *out, __local float *tab, __local float *dtab, const uint lr,
                       const uint rpt, const uint grp) {
@@ -574,7 +574,7 @@ void q1_0_mat_vec_lr(__global const uint4 *restrict bits, __global const float *
  */
 #define BML_DESC_WORDS 8
 
-inline __global const uint *bml_desc_of(__global const uint *desc, uint ndesc, uint grp) {
+static inline __global const uint *bml_desc_of(__global const uint *desc, uint ndesc, uint grp) {
   uint lo = 0, hi = ndesc; /* the last record whose first work-group is <= grp */
   while (hi - lo > 1u) {
     const uint mid = (lo + hi) / 2u;

@@ -93,6 +93,26 @@ static void no_hooks(void) { bml__oracle_set_hooks(NULL); }
 
 TestSuite(oracle, .init = no_hooks, .fini = no_hooks, .timeout = 600);
 
+/* OpenCL C follows C99's inline: a plain `inline` definition makes no
+ * callable copy, so a call a compiler does not inline links to nothing
+ * (clang at -O2 for SPIR-V and AMD leaves bml_lanes undefined: the build
+ * fails and the card is refused).  PoCL and NVIDIA inline everything, so
+ * only the source can show it: every helper is `static inline`. */
+Test(oracle, kernel_helpers_are_static_inline) {
+  char path[4096];
+  snprintf(path, sizeof path, "%s/cl/q1_0.cl", getenv("BANKML_TOP_SRCDIR"));
+  FILE *f = fopen(path, "r");
+  cr_assert_not_null(f, "cannot open %s", path);
+  char line[1024];
+  int helpers = 0;
+  for (int n = 1; fgets(line, sizeof line, f); n++) {
+    cr_expect(strncmp(line, "inline ", 7) != 0, "%s:%d: a plain inline definition: %s", path, n, line);
+    helpers += strncmp(line, "static inline ", 14) == 0;
+  }
+  fclose(f);
+  cr_expect_gt(helpers, 10, "the helpers were not found (%d)", helpers);
+}
+
 Test(oracle, both_kernels_and_the_emulated_fma_pass_every_regime_on_the_card) {
   size_t i;
   bml_devices *l = card_under_test(&i);
