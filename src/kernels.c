@@ -220,8 +220,8 @@ static size_t table_rows(const bml__card *c, bool lr) { return lr ? c->lrrows * 
 
 /* Global and local sizes of kernel k over rows; the global size is padded to
  * a multiple of the work-group size (the kernels ignore the padding). */
-static void launch_sizes(const bml__card *c, bml__kernel_id k, size_t wg, size_t rows, size_t *global,
-                         size_t *local) {
+static void launch_sizes(const bml__card *c, bml__kernel_id k, size_t wg, size_t kmax, size_t rows,
+                         size_t *global, size_t *local) {
   if (k == BML_KERNEL_MAT_VEC8) {
     *local = bml__card_wg8(c); /* as -DBML_WG */
     *global = round_up(rows * 8, *local);
@@ -232,19 +232,20 @@ static void launch_sizes(const bml__card *c, bml__kernel_id k, size_t wg, size_t
   } else {
     *local = wg ? wg : 64;
     if (*local > c->max_work_group) *local = c->max_work_group;
+    if (kmax && *local > kmax) *local = kmax; /* what this kernel may run (CL_KERNEL_WORK_GROUP_SIZE) */
     *global = round_up(rows, *local);
   }
 }
 
 static int enqueue_chunk(bml__card *c, cl_command_queue q, cl_kernel kern, bml__kernel_id k, size_t wg,
-                         const bml__card_chunk *ch, size_t nb, const bml__card_buf *act, size_t act_off,
-                         const bml__card_buf *out, size_t out_off) {
+                         size_t kmax, const bml__card_chunk *ch, size_t nb, const bml__card_buf *act,
+                         size_t act_off, const bml__card_buf *out, size_t out_off) {
   cl_int rc = CL_SUCCESS;
   const bml__slab *s = &c->slabs[ch->slab];
   cl_uint rows = (cl_uint)ch->rows, nbu = (cl_uint)nb, aoff = (cl_uint)act_off, ooff = (cl_uint)(out_off + ch->row0),
           off = (cl_uint)ch->off;
   size_t global, local;
-  launch_sizes(c, k, wg, ch->rows, &global, &local);
+  launch_sizes(c, k, wg, kmax, ch->rows, &global, &local);
   BML_CL_TRY(BML_CAT_WORKER, rc, clSetKernelArg(kern, 0, sizeof(cl_mem), &s->bits));
   BML_CL_TRY(BML_CAT_WORKER, rc, clSetKernelArg(kern, 1, sizeof(cl_mem), &s->d0));
   BML_CL_TRY(BML_CAT_WORKER, rc, clSetKernelArg(kern, 2, sizeof(cl_mem), &act->buf));
@@ -354,7 +355,7 @@ int bml__card_mat_vec_enqueue_on(bml__card *c, cl_command_queue q, const bml__bu
                                  const bml__card_buf *out, size_t out_off) {
   const size_t nb = m->n / BML_Q1_0_BLOCK;
   for (size_t i = 0; i < m->nchunks; i++) {
-    int rc = enqueue_chunk(c, q, b->kernel[k], k, wg, &m->chunks[i], nb, act, act_off, out, out_off);
+    int rc = enqueue_chunk(c, q, b->kernel[k], k, wg, b->kernel_wg[k], &m->chunks[i], nb, act, act_off, out, out_off);
     if (rc != 0) return rc;
   }
   return 0;

@@ -503,6 +503,7 @@ int bml__oracle_verify(const bml__device *d, size_t index, const bml_verify_opti
   c->max_chunk_rows = hooks.max_chunk_rows;
   if (hooks.discrete) c->host_unified = false;
   if (hooks.local_mem) c->local_mem = hooks.local_mem;
+  c->kernel_wg_cap = hooks.kernel_wg;
   int tuned = bml__tune(c, &d->cl);
   if (tuned != 0) bml__debug(BML_CAT_BUILD, "tuning failed (%s): the default tunables", bml_err_name(tuned));
   if ((rc = build(&v, c, false, &native)) != 0 || (rc = probe(&v, c, &native, &native_ok)) != 0) goto done;

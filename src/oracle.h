@@ -13,6 +13,8 @@ typedef struct {
   size_t max_chunk_rows;     /* split matrices into chunks of at most this many rows */
   size_t wg;                 /* work-group size of q1_0_mat_vec (0: 64) */
   cl_ulong local_mem;        /* pretend the card has this much local memory (0: what it says) */
+  size_t kernel_wg;          /* pretend each kernel runs at most this many work-items a group
+                                (CL_KERNEL_WORK_GROUP_SIZE; 0: what the driver says) */
   bool open_nomem;           /* the card's open (bml__card_open) runs out of memory */
   bool discrete;             /* treat the card as discrete (no host-unified memory): a discrete
                                 card's upload path on PoCL, whose memory is the host's */

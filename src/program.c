@@ -163,6 +163,50 @@ static int create_kernels(bml__build *b) {
   return rc;
 }
 
+/* The work-group each kernel is built for (its reqd_work_group_size; 0:
+ * any, the launch fits it to the kernel). */
+static size_t needed_wg(const bml__card *c, cl_kernel kern, const bml__build *b) {
+  if (kern == b->kernel[BML_KERNEL_MAT_VEC8]) return bml__card_wg8(c);
+  if (kern == b->kernel[BML_KERNEL_MAT_VEC_L] || kern == b->batched[BML_BATCHED_L]) return 8 * c->lrows;
+  if (kern == b->kernel[BML_KERNEL_MAT_VEC_LR] || kern == b->batched[BML_BATCHED_LR]) return 8 * c->lrrows;
+  return 0;
+}
+
+/* A kernel may run fewer work-items a group than the device's maximum (its
+ * registers and local memory: CL_KERNEL_WORK_GROUP_SIZE, often below 256
+ * on phones' GPUs), and a launch beyond that fails.  Each kernel's limit
+ * is kept for the launches, and a build whose fixed work-groups exceed it
+ * fails here, naming the kernel, rather than at the first launch:
+ * CL_INVALID_WORK_GROUP_SIZE, which the tuning takes as "this shape does
+ * not fit" (src/tune.c). */
+static cl_int check_work_groups(const bml__card *c, bml__build *b, char *why, size_t len) {
+  cl_kernel all[BML_KERNEL_COUNT + BML_BATCHED_COUNT];
+  for (int k = 0; k < BML_KERNEL_COUNT; k++) all[k] = b->kernel[k];
+  for (int k = 0; k < BML_BATCHED_COUNT; k++) all[BML_KERNEL_COUNT + k] = b->batched[k];
+  for (size_t i = 0; i < BML_ARRAY_SIZE(all); i++) {
+    size_t max = 0;
+    cl_int rc = clGetKernelWorkGroupInfo(all[i], c->dev, CL_KERNEL_WORK_GROUP_SIZE, sizeof max, &max, NULL);
+    if (rc != CL_SUCCESS) {
+      snprintf(why, len, "clGetKernelWorkGroupInfo(CL_KERNEL_WORK_GROUP_SIZE) of %s",
+               i < BML_KERNEL_COUNT ? bml__kernel_name((bml__kernel_id)i)
+                                    : bml__batched_name((bml__batched_id)(i - BML_KERNEL_COUNT)));
+      return rc;
+    }
+    if (c->kernel_wg_cap && max > c->kernel_wg_cap) max = c->kernel_wg_cap;
+    if (i < BML_KERNEL_COUNT) b->kernel_wg[i] = max;
+    const size_t need = needed_wg(c, all[i], b);
+    if (need > max) {
+      snprintf(why, len, "%s is built for work-groups of %zu work-items and this device runs at most %zu of it "
+               "(CL_KERNEL_WORK_GROUP_SIZE)",
+               i < BML_KERNEL_COUNT ? bml__kernel_name((bml__kernel_id)i)
+                                    : bml__batched_name((bml__batched_id)(i - BML_KERNEL_COUNT)),
+               need, max);
+      return CL_INVALID_WORK_GROUP_SIZE;
+    }
+  }
+  return CL_SUCCESS;
+}
+
 int bml__card_build(bml__card *c, bool emulate, const char *extra, bml__build *b, char **log) {
   memset(b, 0, sizeof *b);
   *log = NULL;
@@ -197,10 +241,19 @@ int bml__card_build(bml__card *c, bool emulate, const char *extra, bml__build *b
     *log = describe_failure("clCreateKernel", rc, b->options, NULL);
     goto fail;
   }
+  char why[256];
+  rc = check_work_groups(c, b, why, sizeof why);
+  if (rc != CL_SUCCESS) {
+    *log = describe_failure(why, rc, b->options, NULL);
+    goto fail;
+  }
   bml__debug(BML_CAT_BUILD, "built cl/q1_0.cl for \"%s\" with: %s", c->name, b->options);
   return 0;
 fail:
-  bml__error(BML_CAT_BUILD, "\"%s\": %s", c->name, *log ? *log : "cannot build the kernels");
+  if (rc == CL_INVALID_WORK_GROUP_SIZE) /* a shape the tuning tries and drops: said by whoever asked */
+    bml__debug(BML_CAT_BUILD, "\"%s\": %s", c->name, *log ? *log : "work-groups too large");
+  else
+    bml__error(BML_CAT_BUILD, "\"%s\": %s", c->name, *log ? *log : "cannot build the kernels");
   bml__build_release(b);
   return rc == CL_BUILD_PROGRAM_FAILURE ? BML_EBUILD : rc;
 }

@@ -13,9 +13,12 @@
 #include <unistd.h>
 
 /* The candidates of q1_0_mat_vec_l (rows per work-group) and of
- * q1_0_mat_vec_lr (rows per slice, slices per work-item). */
-static const size_t l_candidates[] = {16, 32, 64};
-static const size_t lr_candidates[][2] = {{32, 2}, {32, 3}, {32, 4}, {16, 4}, {64, 2}};
+ * q1_0_mat_vec_lr (rows per slice, slices per work-item).  The last of
+ * each (64 work-items a group) is tried only where none before it fits a
+ * kernel's work-group limit (CL_KERNEL_WORK_GROUP_SIZE, below 128 on some
+ * small GPUs). */
+static const size_t l_candidates[] = {16, 32, 64, 8};
+static const size_t lr_candidates[][2] = {{32, 2}, {32, 3}, {32, 4}, {16, 4}, {64, 2}, {8, 4}};
 
 /* The measured products: few rows (where a work-item per row leaves a big
  * card idle) and many, both of a model's width, a few kernels back to back
@@ -230,7 +233,9 @@ static int time_kernel(bml__card *c, const bml__build *b, bml__kernel_id k, benc
   return rc;
 }
 
-/* Builds with the card's current tunables and times kernel k on both matrices. */
+/* Builds with the card's current tunables and times kernel k on both
+ * matrices.  CL_INVALID_WORK_GROUP_SIZE: a kernel of the build does not fit
+ * its work-groups on this device (src/program.c). */
 static int time_candidate(bml__card *c, bml__kernel_id k, bench *t, double *few, double *many) {
   bml__build b;
   char *log = NULL;
@@ -271,29 +276,62 @@ static void release(bml__card *c, bench *t) {
   bml__card_buf_free(&t->out);
 }
 
-/* The fastest q1_0_mat_vec_l and q1_0_mat_vec_lr candidates, and where each wins. */
+/* Whether a candidate's failure says only that its shape does not fit the
+ * device (the work-group, or the resources a launch of it needs): the
+ * tuning goes on without it. */
+static bool does_not_fit(int rc) { return rc == CL_INVALID_WORK_GROUP_SIZE || rc == CL_OUT_OF_RESOURCES; }
+
+/* Times kernel k with the tunables (lrows; lrrows x lrrpt); 1 when the
+ * device cannot take them (fit_rows changed them), else time_candidate's. */
+static int try_shape(bml__card *c, bml__kernel_id k, bench *t, size_t lrows, size_t lrrows, size_t lrrpt, double *few,
+                     double *many) {
+  bml__card_set_tunables(c, lrows, lrrows, lrrpt);
+  if (c->lrows != lrows || c->lrrows != lrrows || c->lrrpt != lrrpt) return 1; /* beyond this device */
+  return time_candidate(c, k, t, few, many);
+}
+
+/* The fastest q1_0_mat_vec_l and q1_0_mat_vec_lr candidates, and where each
+ * wins.  A candidate that does not fit is passed over (a build holds every
+ * kernel, so an _l candidate that fails may be failing on _lr's shape: it
+ * is tried again beside the smallest _lr); CL_INVALID_WORK_GROUP_SIZE when
+ * no candidate of a kernel fits. */
 static int measure(bml__card *c, choice *best) {
   bench t = {0};
   int rc = prepare(c, &t);
   double l_few = 1e30, l_many = 1e30, lr_few = 1e30, lr_many = 1e30;
-  for (size_t i = 0; rc == 0 && i < BML_ARRAY_SIZE(l_candidates); i++) {
-    bml__card_set_tunables(c, l_candidates[i], best->lrrows, best->lrrpt);
-    if (c->lrows != l_candidates[i]) continue; /* beyond this device */
+  const size_t nl = BML_ARRAY_SIZE(l_candidates), nlr = BML_ARRAY_SIZE(lr_candidates);
+  const size_t *lr_least = lr_candidates[nlr - 1];
+  bool l_found = false, lr_found = false;
+  for (size_t i = 0; rc == 0 && i < nl && !(l_found && i == nl - 1); i++) {
     double few, many;
-    rc = time_candidate(c, BML_KERNEL_MAT_VEC_L, &t, &few, &many);
+    rc = try_shape(c, BML_KERNEL_MAT_VEC_L, &t, l_candidates[i], best->lrrows, best->lrrpt, &few, &many);
+    if (rc == CL_INVALID_WORK_GROUP_SIZE)
+      rc = try_shape(c, BML_KERNEL_MAT_VEC_L, &t, l_candidates[i], lr_least[0], lr_least[1], &few, &many);
+    if (rc == 1 || does_not_fit(rc)) {
+      bml__debug(BML_CAT_BUILD, "tuning \"%s\": _l %zu does not fit (%d)", c->name, l_candidates[i], rc);
+      rc = 0;
+      continue;
+    }
     bml__debug(BML_CAT_BUILD, "tuning \"%s\": _l %zu: %.1f / %.1f us", c->name, c->lrows, few, many);
     /* _l runs the products of fewer rows: judged on those */
-    if (rc == 0 && few < l_few) l_few = few, l_many = many, best->lrows = c->lrows;
+    if (rc == 0 && few < l_few) l_few = few, l_many = many, best->lrows = c->lrows, l_found = true;
   }
-  for (size_t i = 0; rc == 0 && i < BML_ARRAY_SIZE(lr_candidates); i++) {
-    bml__card_set_tunables(c, best->lrows, lr_candidates[i][0], lr_candidates[i][1]);
-    if (c->lrrows != lr_candidates[i][0] || c->lrrpt != lr_candidates[i][1]) continue;
+  for (size_t i = 0; rc == 0 && i < nlr && !(lr_found && i == nlr - 1); i++) {
     double few, many;
-    rc = time_candidate(c, BML_KERNEL_MAT_VEC_LR, &t, &few, &many);
+    rc = try_shape(c, BML_KERNEL_MAT_VEC_LR, &t, l_found ? best->lrows : l_candidates[nl - 1], lr_candidates[i][0],
+                   lr_candidates[i][1], &few, &many);
+    if (rc == 1 || does_not_fit(rc)) {
+      bml__debug(BML_CAT_BUILD, "tuning \"%s\": _lr %zux%zu does not fit (%d)", c->name, lr_candidates[i][0],
+                 lr_candidates[i][1], rc);
+      rc = 0;
+      continue;
+    }
     bml__debug(BML_CAT_BUILD, "tuning \"%s\": _lr %zux%zu: %.1f / %.1f us", c->name, c->lrrows, c->lrrpt, few, many);
     /* _lr runs the products of many rows: judged on those */
-    if (rc == 0 && many < lr_many) lr_few = few, lr_many = many, best->lrrows = c->lrrows, best->lrrpt = c->lrrpt;
+    if (rc == 0 && many < lr_many)
+      lr_few = few, lr_many = many, best->lrrows = c->lrrows, best->lrrpt = c->lrrpt, lr_found = true;
   }
+  if (rc == 0 && (!l_found || !lr_found)) rc = CL_INVALID_WORK_GROUP_SIZE;
   /* the kernel for a product: _lr where it won, by rows */
   best->lr_from = lr_few < l_few ? 0 : lr_many < l_many ? (TUNE_FEW + TUNE_MANY) / 2 : SIZE_MAX;
   best->us_few = lr_few < l_few ? lr_few : l_few;

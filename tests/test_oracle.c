@@ -9,6 +9,7 @@
 #include "logbuf.h"
 #include "golden.h"
 #include "oracle.h"
+#include "tune.h"
 
 /* What a verification reported. */
 typedef struct {
@@ -358,6 +359,53 @@ Test(oracle, a_card_with_little_local_memory_uses_one_table_and_gives_the_same_b
   }
   bml__build_release(&use);
   bml__card_close(card);
+  bml_devices_free(l);
+}
+
+/* A kernel may run fewer work-items a group than the device allows
+ * (CL_KERNEL_WORK_GROUP_SIZE: its registers, on phones' GPUs).  Every
+ * launch of 256 then failed and the tuning gave up at its first candidate,
+ * so the card was refused.  Now a build whose work-groups exceed a kernel's
+ * limit fails naming it, the tuning passes such shapes over, and the card
+ * is verified with shapes that fit.  (The tuning is measured here: a
+ * remembered one is of the card's real limit.) */
+Test(oracle, kernels_that_take_smaller_work_groups_get_shapes_that_fit, .timeout = 240) {
+  size_t i;
+  bml_devices *l = card_under_test(&i);
+  char cache[] = "/tmp/bankml-tune-XXXXXX", *was = getenv("BANKML_CACHE_DIR");
+  was = was ? strdup(was) : NULL;
+  cr_assert_not_null(mkdtemp(cache));
+  setenv("BANKML_CACHE_DIR", cache, 1);
+  bml__oracle_hooks h = {.kernel_wg = 128, .quick = true};
+  static collected c;
+  bml__card *card = NULL;
+  bml__build use = {0};
+  const int rc = verify_keeping(l, i, &h, &c, &card, &use);
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", cache);
+  cr_expect_eq(system(cmd), 0);
+  if (was) setenv("BANKML_CACHE_DIR", was, 1); /* the tests' own cache, not the user's */
+  else unsetenv("BANKML_CACHE_DIR");
+  free(was);
+  cr_assert_eq(rc, 0, "not verified: %s", c.n ? c.lines[c.n - 1].check : "no line");
+  cr_expect(card->lrows * 8 <= 128 && card->lrrows * 8 <= 128, "_l %zu, _lr %zux%zu: beyond 128 work-items",
+            card->lrows, card->lrrows, card->lrrpt);
+  for (int k = 0; k < BML_KERNEL_COUNT; k++) cr_expect_leq(use.kernel_wg[k], 128, "%d", k);
+  bml__build_release(&use);
+  bml__card_close(card);
+  /* untuned (the default shapes, or the real card's remembered ones: 256
+   * work-items or more), the build fails naming the kernel, and the card
+   * is refused */
+  bml__tune_disable(true);
+  static collected c2;
+  cr_expect_eq(verify_keeping(l, i, &h, &c2, NULL, NULL), BML_EVERIFY);
+  bml__tune_disable(false);
+  const bml_verify_line *x = NULL;
+  for (size_t k = 0; k < c2.n && !x; k++)
+    if (strcmp(c2.lines[k].check, "build") == 0) x = &c2.lines[k];
+  cr_expect(x && x->detail &&
+                strstr(x->detail, " work-items and this device runs at most 128 of it (CL_KERNEL_WORK_GROUP_SIZE)") != NULL,
+            "%s", x && x->detail ? x->detail : "no build line");
   bml_devices_free(l);
 }
 
