@@ -156,6 +156,16 @@ static bml_device_kind classify(const bml__device *d) {
   return BML_KIND_OTHER;
 }
 
+/* Whether "PREFIX major.minor ..." names at least 1.2; a string that does
+ * not parse is taken as new enough (the driver's own checks then speak). */
+static bool at_least_1_2(const char *version, const char *prefix) {
+  unsigned major = 0, minor = 0;
+  const size_t len = strlen(prefix);
+  if (!version || strncmp(version, prefix, len) != 0 || sscanf(version + len, "%u.%u", &major, &minor) != 2)
+    return true;
+  return major > 1 || (major == 1 && minor >= 2);
+}
+
 static void judge(bml__device *d, bool software_allowed) {
   bml_device_kind k = d->pub.kind;
   const char *why = NULL;
@@ -175,6 +185,11 @@ static void judge(bml__device *d, bool software_allowed) {
     why = "not available (CL_DEVICE_AVAILABLE is false)";
   } else if (!d->cl.compiler_available) {
     why = "no OpenCL C compiler (CL_DEVICE_COMPILER_AVAILABLE is false)";
+  } else if (!at_least_1_2(d->cl.version, "OpenCL ") || !at_least_1_2(d->cl.c_version, "OpenCL C ")) {
+    /* the host code calls 1.2's clEnqueueFillBuffer and markers, the kernels are OpenCL C 1.2 */
+    snprintf(buf, sizeof buf, "%s / %s: bankml-cl needs OpenCL 1.2 and OpenCL C 1.2", d->cl.version,
+             d->cl.c_version ? d->cl.c_version : "no OpenCL C version");
+    why = buf;
   }
   snprintf(d->why_not, sizeof d->why_not, "%s", why ? why : "");
   d->pub.usable = why == NULL;

@@ -491,6 +491,24 @@ Test(devices, reports_are_free_able_whatever_allocator_jansson_has) {
   json_set_alloc_funcs(malloc, free);
 }
 
+/* bankml-cl calls OpenCL 1.2's API (clEnqueueFillBuffer, markers with wait
+ * lists) and builds OpenCL C 1.2: an older device was judged usable and
+ * then failed (or, with a loader that lacks the entry point, crashed) in
+ * the oracle.  It is not usable now, and says why. */
+Test(devices, devices_older_than_opencl_1_2_are_not_usable) {
+  use_fake("old", "mixed");
+  bml_devices *l = discover();
+  const bml_device *d = find(l, "Old 1.1 GPU");
+  cr_expect(!d->usable && !d->selected);
+  cr_expect_str_eq(d->why_not, "OpenCL 1.1 old-1.0 / OpenCL C 1.1: bankml-cl needs OpenCL 1.2 and OpenCL C 1.2");
+  d = find(l, "Old C 1.1 GPU");
+  cr_expect(!d->usable);
+  cr_expect(d->why_not && strstr(d->why_not, "OpenCL C 1.1: bankml-cl needs") != NULL, "%s", d->why_not);
+  d = find(l, "New enough GPU");
+  cr_expect(d->usable && d->selected, "%s", d->why_not ? d->why_not : "");
+  bml_devices_free(l);
+}
+
 Test(devices, accessors_are_null_safe) {
   cr_expect_eq(bml_devices_count(NULL), 0);
   cr_expect_null(bml_devices_get(NULL, 0));
