@@ -1154,7 +1154,12 @@ int bml_worker_mat_vec_batch(bml_worker *w, const bml_product *products, size_t 
   if (!w || (!products && count)) return BML_EINVAL;
   for (size_t i = 0; i < count; i++) {
     int rc = check_product(&products[i]);
-    if (rc != 0) return rc;
+    if (rc != 0) { /* the return says what, this says which */
+      bml__debug(BML_CAT_WORKER, "batch of %zu refused: product %zu (\"%s\", %zux%zu): %s", count, i,
+                 products[i].name ? products[i].name : "(no name)", products[i].rows, products[i].n,
+                 bml_strerror(rc));
+      return rc;
+    }
   }
   if (count == 0) return 0;
   if (!enter(w)) return BML_EBUSY;
