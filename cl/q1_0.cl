@@ -19,7 +19,7 @@
  * A work-item per (row, lane) reads one uint4 per tile; adjacent rows are
  * adjacent in memory.
  *
- * The arithmetic (DESIGN §1): per lane l, per block, ab = d1*s for the first
+ * The arithmetic (doc/ARITHMETIC.md): per lane l, per block, ab = d1*s for the first
  * sub-block and fma(d1, s, ab) after it, where s is the exact sum of the
  * lane's four signed quants; then acc = fma(d0, ab, acc); then
  * ((a0+a4) + (a2+a6)) + ((a1+a5) + (a3+a7)).

@@ -32,7 +32,7 @@ enum {
   BML_CAT_ENV = 1u << 7,
 };
 void bml__log(bml_log_level level, unsigned cat, const char *fmt, ...) BML_PRINTF(3, 4);
-void bml__vlog(bml_log_level level, unsigned cat, const char *fmt, va_list ap);
+void bml__vlog(bml_log_level level, unsigned cat, const char *fmt, va_list ap) BML_PRINTF(3, 0);
 bool bml__debug_on(unsigned cat);
 /* Reads BANKML_DEBUG now, once a process, so that a bad value is reported
  * when the work starts (the entry points call it), not at the first

@@ -33,7 +33,7 @@ int bml__golden_load_q8(const char *dir, bml__golden_q8 **out, char *err, size_t
 void bml__golden_free_q1(bml__golden_q1 *c, int count); /* NULL-safe */
 void bml__golden_free_q8(bml__golden_q8 *c, int count); /* NULL-safe */
 
-/* Bitwise equality, except that any NaN equals any NaN (DESIGN §1). */
+/* Bitwise equality, except that any NaN equals any NaN (doc/ARITHMETIC.md). */
 bool bml__same_bits(float a, float b);
 uint32_t bml__float_bits(float f);
 /* The first row r < rows where got differs from want, or -1. */

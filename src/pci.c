@@ -71,13 +71,15 @@ static struct {
 } lp = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 /* Formats a libpci message into buf, without its trailing newline. */
-static void lp_format(char *buf, size_t cap, const char *fmt, va_list ap) {
+static BML_PRINTF(3, 0) void lp_format(char *buf, size_t cap, const char *fmt, va_list ap) {
   vsnprintf(buf, cap, fmt, ap);
   size_t n = strlen(buf);
   while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == ' ')) buf[--n] = '\0';
 }
 
-static _Noreturn BML_PRINTF(1, 2) void lp_error(char *fmt, ...) {
+/* libpci declares the hook noreturn with its own PCI_NONRET, an attribute of
+ * the pointer's type (clang 16 refuses _Noreturn there: not part of a type) */
+static PCI_NONRET BML_PRINTF(1, 2) void lp_error(char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
   lp_format(lp.msg, sizeof lp.msg, fmt, ap);

@@ -5,7 +5,7 @@
 #include <stdint.h>
 #include <string.h>
 
-/* The reference, written as DESIGN §1 (ggml's x86 AVX2 order) reads:
+/* The reference, written as doc/ARITHMETIC.md gives it (ggml's x86 AVX2 order) reads:
  * eight float lanes; per 32-sub-block K each lane l takes the exact integer
  * sum of elements 4l..4l+3 (a clear bit negates the quant in 8 bits, so -128
  * stays -128), ab = d1*s for K = 0 and fma(d1, s, ab) after; per block

@@ -5,7 +5,7 @@
 #include <string.h>
 
 /*
- * Bit-exact with the reference (DESIGN §1) because it is the reference's
+ * Bit-exact with the reference (doc/ARITHMETIC.md) because it is the reference's
  * order: a ymm holds one row's eight accumulators.  Per 32-sub-block the
  * weight bits become a byte mask (broadcast, shuffle each byte to its eight
  * lanes, test its bit); a blend picks q or its 8-bit negation (-128 stays

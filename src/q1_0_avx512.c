@@ -5,7 +5,7 @@
 #include <string.h>
 
 /*
- * Why this is bit-exact with the reference (DESIGN §1):
+ * Why this is bit-exact with the reference (doc/ARITHMETIC.md):
  * - The integer sums s (lane l of sub-block K: elements 4l..4l+3) are exact
  *   in any order.  Here a byte blend under the weight bits picks q or its
  *   8-bit negation (-128 stays -128) and VNNI's dpbusd sums each group of

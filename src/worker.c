@@ -498,16 +498,21 @@ static void plan_group(bml_worker *w, submission *s, group *g, bool resting) {
   g->e = NULL;
   g->forced = false;
   for (size_t i = g->first; i < g->first + g->count; i++) s->card_rows[i] = 0;
-  if (w->retired) return count_cpu(&w->count.on_cpu_error, g->count);
+  if (w->retired) {
+    count_cpu(&w->count.on_cpu_error, g->count);
+    return;
+  }
   bool decided;
   size_t total = want_rows(w, s, g->first, g->count, &decided);
   if (total == 0) {
     s->timed = s->shape && decided; /* a CPU-alone timing of a shape in calibration */
-    return count_cpu(decided ? &w->count.on_cpu_decided : &w->count.on_cpu_share, g->count);
+    count_cpu(decided ? &w->count.on_cpu_decided : &w->count.on_cpu_share, g->count);
+    return;
   }
   if (resting) {
     memset(s->card_rows + g->first, 0, g->count * sizeof *s->card_rows);
-    return count_cpu(&w->count.on_cpu_resting, g->count);
+    count_cpu(&w->count.on_cpu_resting, g->count);
+    return;
   }
   total = keep_held(w, s, g, total);
   /* The kernels' records hold offsets of 32 bits: a group whose activation
@@ -523,9 +528,13 @@ static void plan_group(bml_worker *w, submission *s, group *g, bool resting) {
   if (rc != 0) {
     memset(s->card_rows + g->first, 0, g->count * sizeof *s->card_rows);
     g->forced = true;
-    if (rc == BML_ENOMEM) return count_cpu(&w->count.on_cpu_memory, g->count);
+    if (rc == BML_ENOMEM) {
+      count_cpu(&w->count.on_cpu_memory, g->count);
+      return;
+    }
     card_error(w, rc);
-    return count_cpu(&w->count.on_cpu_error, g->count);
+    count_cpu(&w->count.on_cpu_error, g->count);
+    return;
   }
   g->e = e;
   s->act_bytes = act, s->nrec = nrec, s->out_rows += total; /* e->m: total rows, in the chunks counted */

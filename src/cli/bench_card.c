@@ -135,7 +135,7 @@ static int shapes_tuning(bml_worker *w) {
 }
 
 /* The split mode's single products (bml_worker_mat_vec) are timed once
- * the worker has calibrated their shape (DESIGN 5: card and CPU-alone
+ * the worker has calibrated their shape (doc/WORKER.md: card and CPU-alone
  * trials, which the limiter's rests delay): single products until it has,
  * within bounds.  A batch follows its kind's learnt share, which the
  * warm-up runs teach, not the shape's decision. */

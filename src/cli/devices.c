@@ -225,7 +225,7 @@ static int verify_selected(bml_devices *list, const char *golden) {
       else
         snprintf(why, sizeof why, "%s", bml_strerror(rc));
       printf("%zu %s: NOT VERIFIED (%s); bankml-cl will not use this card\n", i, d->name, why);
-      /* DESIGN §6: exit 2 when a selected card fails; out of memory is
+      /* bankml-cl(1), EXIT STATUS: 2 when a selected card fails; out of memory is
        * the command's own failure (3), whatever another card did */
       if (status != CLI_EXIT_ERROR) status = rc == BML_ENOMEM ? CLI_EXIT_ERROR : CLI_EXIT_USAGE;
     }
