@@ -94,7 +94,7 @@ static void no_hooks(void) { bml__oracle_set_hooks(NULL); }
 
 TestSuite(oracle, .init = no_hooks, .fini = no_hooks, .timeout = 600);
 
-/* OpenCL C follows C99's inline: a plain `inline` definition makes no
+/* The kernels' source is ASCII, and OpenCL C follows C99's inline: a plain `inline` definition makes no
  * callable copy, so a call a compiler does not inline links to nothing
  * (clang at -O2 for SPIR-V and AMD leaves bml_lanes undefined: the build
  * fails and the card is refused).  PoCL and NVIDIA inline everything, so
@@ -108,6 +108,8 @@ Test(oracle, kernel_helpers_are_static_inline) {
   int helpers = 0;
   for (int n = 1; fgets(line, sizeof line, f); n++) {
     cr_expect(strncmp(line, "inline ", 7) != 0, "%s:%d: a plain inline definition: %s", path, n, line);
+    /* the source is embedded as a char array: a byte past ASCII overflows a signed char */
+    for (const char *p = line; *p; p++) cr_expect((unsigned char)*p < 0x80, "%s:%d: not ASCII: %s", path, n, line);
     helpers += strncmp(line, "static inline ", 14) == 0;
   }
   fclose(f);
@@ -369,7 +371,7 @@ Test(oracle, a_card_with_little_local_memory_uses_one_table_and_gives_the_same_b
  * limit fails naming it, the tuning passes such shapes over, and the card
  * is verified with shapes that fit.  (The tuning is measured here: a
  * remembered one is of the card's real limit.) */
-Test(oracle, kernels_that_take_smaller_work_groups_get_shapes_that_fit, .timeout = 240) {
+Test(oracle, kernels_that_take_smaller_work_groups_get_shapes_that_fit) {
   size_t i;
   bml_devices *l = card_under_test(&i);
   char cache[] = "/tmp/bankml-tune-XXXXXX", *was = getenv("BANKML_CACHE_DIR");
