@@ -282,12 +282,13 @@ static void release(bml__card *c, bench *t) {
 static bool does_not_fit(int rc) { return rc == CL_INVALID_WORK_GROUP_SIZE || rc == CL_OUT_OF_RESOURCES; }
 
 /* Times kernel k with the tunables (lrows; lrrows x lrrpt); 1 when the
- * device cannot take them (fit_rows changed them), else time_candidate's. */
+ * device cannot take k's own (fit_rows changed them: the other kernel's,
+ * fitted down, are only its company in the build), else time_candidate's. */
 static int try_shape(bml__card *c, bml__kernel_id k, bench *t, size_t lrows, size_t lrrows, size_t lrrpt, double *few,
                      double *many) {
   bml__card_set_tunables(c, lrows, lrrows, lrrpt);
-  if (c->lrows != lrows || c->lrrows != lrrows || c->lrrpt != lrrpt) return 1; /* beyond this device */
-  return time_candidate(c, k, t, few, many);
+  const bool beyond = k == BML_KERNEL_MAT_VEC_L ? c->lrows != lrows : c->lrrows != lrrows || c->lrrpt != lrrpt;
+  return beyond ? 1 : time_candidate(c, k, t, few, many);
 }
 
 /* The fastest q1_0_mat_vec_l and q1_0_mat_vec_lr candidates, and where each

@@ -371,43 +371,98 @@ Test(oracle, a_card_with_little_local_memory_uses_one_table_and_gives_the_same_b
  * limit fails naming it, the tuning passes such shapes over, and the card
  * is verified with shapes that fit.  (The tuning is measured here: a
  * remembered one is of the card's real limit.) */
+/* A fresh tuning cache for one test (the tuning is measured, or with the
+ * tuning off the defaults apply, whatever the tests' own cache holds). */
+typedef struct {
+  char dir[32];
+  char *was;
+} fresh_cache;
+
+static void fresh_cache_use(fresh_cache *f) {
+  const char *was = getenv("BANKML_CACHE_DIR");
+  f->was = was ? strdup(was) : NULL;
+  snprintf(f->dir, sizeof f->dir, "/tmp/bankml-tune-XXXXXX");
+  cr_assert_not_null(mkdtemp(f->dir));
+  setenv("BANKML_CACHE_DIR", f->dir, 1);
+}
+
+static void fresh_cache_drop(fresh_cache *f) {
+  char cmd[64];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", f->dir);
+  cr_expect_eq(system(cmd), 0);
+  if (f->was) setenv("BANKML_CACHE_DIR", f->was, 1); /* the tests' own cache, not the user's */
+  else unsetenv("BANKML_CACHE_DIR");
+  free(f->was);
+}
+
 Test(oracle, kernels_that_take_smaller_work_groups_get_shapes_that_fit) {
   size_t i;
   bml_devices *l = card_under_test(&i);
-  char cache[] = "/tmp/bankml-tune-XXXXXX", *was = getenv("BANKML_CACHE_DIR");
-  was = was ? strdup(was) : NULL;
-  cr_assert_not_null(mkdtemp(cache));
-  setenv("BANKML_CACHE_DIR", cache, 1);
+  fresh_cache f;
+  fresh_cache_use(&f);
   bml__oracle_hooks h = {.kernel_wg = 128, .quick = true};
   static collected c;
   bml__card *card = NULL;
   bml__build use = {0};
   const int rc = verify_keeping(l, i, &h, &c, &card, &use);
-  char cmd[128];
-  snprintf(cmd, sizeof cmd, "rm -rf %s", cache);
-  cr_expect_eq(system(cmd), 0);
-  if (was) setenv("BANKML_CACHE_DIR", was, 1); /* the tests' own cache, not the user's */
-  else unsetenv("BANKML_CACHE_DIR");
-  free(was);
-  cr_assert_eq(rc, 0, "not verified: %s", c.n ? c.lines[c.n - 1].check : "no line");
-  cr_expect(card->lrows * 8 <= 128 && card->lrrows * 8 <= 128, "_l %zu, _lr %zux%zu: beyond 128 work-items",
-            card->lrows, card->lrrows, card->lrrpt);
-  for (int k = 0; k < BML_KERNEL_COUNT; k++) cr_expect_leq(use.kernel_wg[k], 128, "%d", k);
-  bml__build_release(&use);
-  bml__card_close(card);
-  /* untuned (the default shapes, or the real card's remembered ones: 256
-   * work-items or more), the build fails naming the kernel, and the card
-   * is refused */
+  cr_expect_eq(rc, 0, "not verified: %s", c.n ? c.lines[c.n - 1].check : "no line");
+  if (rc == 0) {
+    cr_expect(card->lrows * 8 <= 128 && card->lrrows * 8 <= 128, "_l %zu, _lr %zux%zu: beyond 128 work-items",
+              card->lrows, card->lrrows, card->lrrpt);
+    for (int k = 0; k < BML_KERNEL_COUNT; k++) cr_expect_leq(use.kernel_wg[k], 128, "%d", k);
+    bml__build_release(&use);
+    bml__card_close(card);
+  }
+  fresh_cache_drop(&f);
+  /* untuned, with nothing remembered (the default shapes, 256
+   * work-items), the build fails naming the kernel, and the card is
+   * refused */
+  fresh_cache_use(&f);
   bml__tune_disable(true);
   static collected c2;
-  cr_expect_eq(verify_keeping(l, i, &h, &c2, NULL, NULL), BML_EVERIFY);
+  const int untuned = verify_keeping(l, i, &h, &c2, NULL, NULL);
   bml__tune_disable(false);
+  fresh_cache_drop(&f);
+  cr_expect_eq(untuned, BML_EVERIFY);
   const bml_verify_line *x = NULL;
   for (size_t k = 0; k < c2.n && !x; k++)
     if (strcmp(c2.lines[k].check, "build") == 0) x = &c2.lines[k];
   cr_expect(x && x->detail &&
                 strstr(x->detail, " work-items and this device runs at most 128 of it (CL_KERNEL_WORK_GROUP_SIZE)") != NULL,
             "%s", x && x->detail ? x->detail : "no build line");
+  bml_devices_free(l);
+}
+
+/* A device whose work-groups hold at most 128 work-items (PoCL told so by
+ * POCL_MAX_WORK_GROUP_SIZE): the default _lr shape is fitted down to 16
+ * rows, and the _l candidates were then all taken as beyond the device
+ * (their build's _lr had been fitted), so the tuning failed and was
+ * measured again at every open. */
+Test(oracle, a_device_of_128_work_items_is_tuned_within_them) {
+  setenv("POCL_MAX_WORK_GROUP_SIZE", "128", 1); /* read when PoCL starts: before the discovery */
+  size_t i;
+  bml_devices *l = card_under_test(&i);
+  if (l->dev[i].cl.max_work_group > 128) {
+    bml_devices_free(l);
+    cr_skip_test("the card under test is not PoCL (POCL_MAX_WORK_GROUP_SIZE does not apply)");
+  }
+  fresh_cache f;
+  fresh_cache_use(&f);
+  bml__oracle_hooks h = {.quick = true};
+  static collected c;
+  bml__card *card = NULL;
+  bml__build use = {0};
+  const int rc = verify_keeping(l, i, &h, &c, &card, &use);
+  char path[64];
+  snprintf(path, sizeof path, "%s/tuning.json", f.dir);
+  const bool remembered = access(path, R_OK) == 0;
+  fresh_cache_drop(&f);
+  cr_assert_eq(rc, 0, "not verified: %s", c.n ? c.lines[c.n - 1].check : "no line");
+  cr_expect(remembered, "the tuning failed: nothing was remembered");
+  cr_expect(card->lrows * 8 <= 128 && card->lrrows * 8 <= 128, "_l %zu, _lr %zux%zu", card->lrows, card->lrrows,
+            card->lrrpt);
+  bml__build_release(&use);
+  bml__card_close(card);
   bml_devices_free(l);
 }
 
