@@ -185,13 +185,11 @@ static cl_int check_work_groups(const bml__card *c, bml__build *b, char *why, si
   for (int k = 0; k < BML_BATCHED_COUNT; k++) all[BML_KERNEL_COUNT + k] = b->batched[k];
   for (size_t i = 0; i < BML_ARRAY_SIZE(all); i++) {
     size_t max = 0;
-    cl_int rc = clGetKernelWorkGroupInfo(all[i], c->dev, CL_KERNEL_WORK_GROUP_SIZE, sizeof max, &max, NULL);
-    if (rc != CL_SUCCESS) {
-      snprintf(why, len, "clGetKernelWorkGroupInfo(CL_KERNEL_WORK_GROUP_SIZE) of %s",
-               i < BML_KERNEL_COUNT ? bml__kernel_name((bml__kernel_id)i)
-                                    : bml__batched_name((bml__batched_id)(i - BML_KERNEL_COUNT)));
-      return rc;
-    }
+    /* a driver that cannot say (an error, or 0) is taken at the device's
+     * word, as before this check: its launches say the rest */
+    if (clGetKernelWorkGroupInfo(all[i], c->dev, CL_KERNEL_WORK_GROUP_SIZE, sizeof max, &max, NULL) != CL_SUCCESS ||
+        max == 0)
+      max = c->max_work_group;
     if (c->kernel_wg_cap && max > c->kernel_wg_cap) max = c->kernel_wg_cap;
     if (i < BML_KERNEL_COUNT) b->kernel_wg[i] = max;
     const size_t need = needed_wg(c, all[i], b);

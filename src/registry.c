@@ -187,8 +187,8 @@ static void judge(bml__device *d, bool software_allowed) {
     why = "no OpenCL C compiler (CL_DEVICE_COMPILER_AVAILABLE is false)";
   } else if (!at_least_1_2(d->cl.version, "OpenCL ") || !at_least_1_2(d->cl.c_version, "OpenCL C ")) {
     /* the host code calls 1.2's clEnqueueFillBuffer and markers, the kernels are OpenCL C 1.2 */
-    snprintf(buf, sizeof buf, "%s / %s: bankml-cl needs OpenCL 1.2 and OpenCL C 1.2", d->cl.version,
-             d->cl.c_version ? d->cl.c_version : "no OpenCL C version");
+    snprintf(buf, sizeof buf, "%s / %s: bankml-cl needs OpenCL 1.2 and OpenCL C 1.2",
+             d->cl.version ? d->cl.version : "no OpenCL version", d->cl.c_version ? d->cl.c_version : "no OpenCL C version");
     why = buf;
   }
   snprintf(d->why_not, sizeof d->why_not, "%s", why ? why : "");
