@@ -241,11 +241,16 @@ Test(pool, many_products_with_one_bad_compute_none) {
   bml_pool_close(p);
   /* an n whose two threads' scratch (two strides of 2n + n/8 bytes) wraps
    * past SIZE_MAX to 384 bytes: that was allocated and written past; now
-   * there is no such room, and alone (one stride) neither: BML_ENOMEM */
-  cr_assert_eq(bml_pool_open(2, &p), 0);
-  const bml__cpu_piece huge[2] = {m.pc[0], {m.pc[1].w, 1, (SIZE_MAX / 17 * 4 / 128 + 1) * 128, m.pc[1].a, m.got[1]}};
-  cr_expect_eq(bml__pool_mat_vec_many(p, huge, 2, NULL, NULL, NULL), BML_ENOMEM);
-  bml_pool_close(p);
+   * there is no such room, and alone (one stride) neither: BML_ENOMEM.
+   * Only where the CPU path prepares the activation (the portable ref
+   * path needs no scratch, and would read the short buffers as the row
+   * that n says) */
+  if (bml__q1_0_kernel_active()->prep_size(128) > 0) {
+    cr_assert_eq(bml_pool_open(2, &p), 0);
+    const bml__cpu_piece huge[2] = {m.pc[0], {m.pc[1].w, 1, (SIZE_MAX / 17 * 4 / 128 + 1) * 128, m.pc[1].a, m.got[1]}};
+    cr_expect_eq(bml__pool_mat_vec_many(p, huge, 2, NULL, NULL, NULL), BML_ENOMEM);
+    bml_pool_close(p);
+  }
   many_free(&m);
 }
 
