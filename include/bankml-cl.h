@@ -420,8 +420,11 @@ BML_EXTERN void bml_worker_close(bml_worker *w);
 typedef enum { BML_LOG_ERROR = 0, BML_LOG_WARN = 1, BML_LOG_INFO = 2, BML_LOG_DEBUG = 3 } bml_log_level;
 typedef void (*bml_log_fn)(void *ctx, bml_log_level level, const char *category, const char *msg);
 
-/* Sets the sink for every later message (NULL restores stderr).  Not
- * thread-safe against concurrent logging; set it before other calls. */
+/* Sets the sink for every later message (NULL restores stderr).  Safe
+ * while other threads log: each message reaches the old sink (with its
+ * ctx) or the new one.  A sink may still be called once after it was
+ * replaced, by a message that read it just before: keep ctx alive until
+ * the threads that may log have stopped. */
 BML_EXTERN void bml_log_set_sink(bml_log_fn fn, void *ctx);
 
 #ifdef __cplusplus

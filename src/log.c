@@ -5,6 +5,9 @@
 #include <stdio.h>
 #include <string.h>
 
+/* The sink and its context change together: a message logged by another
+ * thread meanwhile reaches the old pair or the new one, never a mix. */
+static pthread_mutex_t sink_lock = PTHREAD_MUTEX_INITIALIZER;
 static bml_log_fn sink_fn;
 static void *sink_ctx;
 static pthread_once_t debug_once = PTHREAD_ONCE_INIT;
@@ -44,15 +47,21 @@ bool bml__debug_on(unsigned cat) {
 }
 
 void bml_log_set_sink(bml_log_fn fn, void *ctx) {
+  pthread_mutex_lock(&sink_lock);
   sink_fn = fn;
   sink_ctx = ctx;
+  pthread_mutex_unlock(&sink_lock);
 }
 
 void bml__vlog(bml_log_level level, unsigned cat, const char *fmt, va_list ap) {
   char msg[2048];
   vsnprintf(msg, sizeof msg, fmt, ap);
-  if (sink_fn) {
-    sink_fn(sink_ctx, level, category_name(cat), msg);
+  pthread_mutex_lock(&sink_lock);
+  const bml_log_fn fn = sink_fn;
+  void *const ctx = sink_ctx;
+  pthread_mutex_unlock(&sink_lock);
+  if (fn) { /* called outside the lock: a sink may log, or set another */
+    fn(ctx, level, category_name(cat), msg);
     return;
   }
   static const char *const prefix[] = {"error: ", "warning: ", "", "debug: "};
