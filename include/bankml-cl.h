@@ -151,8 +151,9 @@ BML_EXTERN void bml_pool_close(bml_pool *p);
 
 /* ------------------------------------------------------------------------
  * Devices: every OpenCL device the ICD loader finds, cross-checked against
- * what the kernel says (libpci, sysfs), classified, ordered (discrete first,
- * then device-local memory, largest first) and selected.
+ * what the kernel says (libpci, sysfs), classified, ordered (by kind:
+ * discrete, integrated, accelerator, other, remote, cpu; then device-local
+ * memory, largest first) and selected.
  * ---------------------------------------------------------------------- */
 typedef enum {
   BML_KIND_DISCRETE = 0,   /* a GPU with its own memory */
@@ -194,7 +195,8 @@ typedef struct bml_devices bml_devices;
  * "from the environment". */
 typedef struct {
   const char *sysfs_root; /* NULL: $BANKML_SYSFS_ROOT, else "/sys" */
-  const char *pci_ids;    /* NULL: libpci's default pci.ids */
+  const char *pci_ids;    /* NULL: $BANKML_PCI_IDS, else the pci.ids configure found, else
+                             libpci's default */
   const char *gpu;        /* NULL: $BANKML_GPU; "off"/"none"/"cpu", "0,2", "pci:0000:03:00.0" */
   int software;           /* -1: $BANKML_GPU_SOFTWARE; 0: refuse software devices; 1: allow them */
 } bml_discover_options;
@@ -240,10 +242,12 @@ BML_EXTERN void bml_devices_free(bml_devices *d);
 typedef struct {
   size_t device;           /* report index of the device */
   const char *device_name;
-  const char *check;       /* "fma probe", "build", "q1_0_mat_vec", "q1_0_mat_vec8" */
+  const char *check;       /* "open", "build", "fma probe", "golden", or a kernel's name:
+                              "q1_0_mat_vec", "q1_0_mat_vec8", "q1_0_mat_vec_l",
+                              "q1_0_mat_vec_lr", "q1_0_mat_vec_lb", "q1_0_mat_vec_lrb" */
   const char *fma;         /* "native" or "emulated": which fma the build uses */
   size_t rows, n;          /* the shape (0 for the probe and builds) */
-  const char *regime;      /* "random", "layer", "golden", "probe" */
+  const char *regime;      /* "random", "layer", "infinite", "golden", "probe" (or "") */
   size_t exact, total;     /* rows (probe: cases) equal to the CPU's bits, of how many */
   int ok;
   long first_bad;          /* the first row or case that differs, or -1 */
@@ -412,7 +416,7 @@ BML_EXTERN void bml_worker_close(bml_worker *w);
 
 /* ------------------------------------------------------------------------
  * Logging.  Messages go to stderr with a "bankml-cl: " prefix unless a sink
- * is set.  BANKML_DEBUG=all or a list of categories (pool,cpu,device,pci,
+ * is set.  BANKML_DEBUG=all (or 1) or a list of categories (pool,cpu,device,pci,
  * build,oracle,worker,env) turns on debug messages; it is read once, by
  * the first bml_pool_open, bml_devices_discover or bml_worker_open.  msg
  * and category are valid during the sink's call only.
