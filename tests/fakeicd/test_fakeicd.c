@@ -164,20 +164,27 @@ struct want_num {
   (CL_FP_DENORM | CL_FP_INF_NAN | CL_FP_ROUND_TO_NEAREST | CL_FP_ROUND_TO_ZERO | CL_FP_ROUND_TO_INF | \
    CL_FP_FMA | CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT)
 
-static void expect_device_strings(cl_device_id d, const struct want_str *want, size_t n)
+/* The helpers below compare a table of wanted answers, log each one that
+ * differs, and say whether all matched: the tests assert on that. */
+static bool device_strings_are(cl_device_id d, const struct want_str *want, size_t n)
 {
+  bool all = true;
   for (size_t i = 0; i < n; i++) {
-    char got[2048];
+    char got[2048] = "";
     size_t len = 0;
     cl_int err = clGetDeviceInfo(d, want[i].param, sizeof got, got, &len);
-    cr_assert_eq(err, CL_SUCCESS, "clGetDeviceInfo(0x%x): %d", (unsigned)want[i].param, err);
-    cr_expect_str_eq(got, want[i].value, "param 0x%x", (unsigned)want[i].param);
-    cr_expect_eq(len, strlen(want[i].value) + 1, "param 0x%x size", (unsigned)want[i].param);
+    if (err != CL_SUCCESS || strcmp(got, want[i].value) != 0 || len != strlen(want[i].value) + 1) {
+      cr_log_error("param 0x%x: error %d, \"%s\" of %zu bytes, want \"%s\"", (unsigned)want[i].param, err, got,
+                   len, want[i].value);
+      all = false;
+    }
   }
+  return all;
 }
 
-static void expect_device_numbers(cl_device_id d, const struct want_num *want, size_t n)
+static bool device_numbers_are(cl_device_id d, const struct want_num *want, size_t n)
 {
+  bool all = true;
   for (size_t i = 0; i < n; i++) {
     cl_uint u32 = 0;
     cl_ulong u64 = 0;
@@ -187,43 +194,55 @@ static void expect_device_numbers(cl_device_id d, const struct want_num *want, s
     } else {
       device_value(d, want[i].param, &u64, sizeof u64);
     }
-    cr_expect_eq(u64, want[i].value, "param 0x%x: %llu, want %llu", (unsigned)want[i].param,
-                 (unsigned long long)u64, (unsigned long long)want[i].value);
+    if (u64 != want[i].value) {
+      cr_log_error("param 0x%x: %llu, want %llu", (unsigned)want[i].param, (unsigned long long)u64,
+                   (unsigned long long)want[i].value);
+      all = false;
+    }
   }
+  return all;
 }
 
-static void expect_platform_strings(cl_platform_id p, const struct want_str *want, size_t n)
+static bool platform_strings_are(cl_platform_id p, const struct want_str *want, size_t n)
 {
+  bool all = true;
   for (size_t i = 0; i < n; i++) {
     char got[2048];
     platform_string(p, want[i].param, got, sizeof got);
-    cr_expect_str_eq(got, want[i].value, "param 0x%x", (unsigned)want[i].param);
+    if (strcmp(got, want[i].value) != 0) {
+      cr_log_error("param 0x%x: \"%s\", want \"%s\"", (unsigned)want[i].param, got, want[i].value);
+      all = false;
+    }
   }
+  return all;
 }
 
-static void expect_pci(cl_device_id d, cl_uint domain, cl_uint bus, cl_uint dev, cl_uint fn)
+static bool pci_is(cl_device_id d, cl_uint domain, cl_uint bus, cl_uint dev, cl_uint fn)
 {
   cl_device_pci_bus_info_khr pci;
   memset(&pci, 0xff, sizeof pci);
   device_value(d, CL_DEVICE_PCI_BUS_INFO_KHR, &pci, sizeof pci);
-  cr_expect_eq(pci.pci_domain, domain);
-  cr_expect_eq(pci.pci_bus, bus);
-  cr_expect_eq(pci.pci_device, dev);
-  cr_expect_eq(pci.pci_function, fn);
+  if (pci.pci_domain == domain && pci.pci_bus == bus && pci.pci_device == dev && pci.pci_function == fn) return true;
+  cr_log_error("pci %04x:%02x:%02x.%x", pci.pci_domain, pci.pci_bus, pci.pci_device, pci.pci_function);
+  return false;
 }
 
-/* Params this device must refuse with CL_INVALID_VALUE. */
-static void expect_refused(cl_device_id d, const cl_uint *params, size_t n)
+/* Whether this device refuses each param with CL_INVALID_VALUE (and
+ * leaves the size alone). */
+static bool all_refused(cl_device_id d, const cl_uint *params, size_t n)
 {
+  bool all = true;
   for (size_t i = 0; i < n; i++) {
     unsigned char buf[64];
     size_t len = 12345;
-    cr_expect_eq(clGetDeviceInfo(d, params[i], sizeof buf, buf, &len), CL_INVALID_VALUE,
-                 "param 0x%x", (unsigned)params[i]);
-    cr_expect_eq(clGetDeviceInfo(d, params[i], 0, NULL, &len), CL_INVALID_VALUE,
-                 "param 0x%x (size query)", (unsigned)params[i]);
-    cr_expect_eq(len, 12345, "a refused query leaves the size alone");
+    cl_int full = clGetDeviceInfo(d, params[i], sizeof buf, buf, &len);
+    cl_int size = clGetDeviceInfo(d, params[i], 0, NULL, &len);
+    if (full != CL_INVALID_VALUE || size != CL_INVALID_VALUE || len != 12345) {
+      cr_log_error("param 0x%x: %d, size query %d, size %zu", (unsigned)params[i], full, size, len);
+      all = false;
+    }
   }
+  return all;
 }
 
 static const cl_uint topology_params[] = {
@@ -291,8 +310,8 @@ Test(fakeicd, platform_strings_come_back_as_scripted) {
     {CL_PLATFORM_ICD_SUFFIX_KHR, "POCL"},
   };
   use_scenario("mixed.conf");
-  expect_platform_strings(platform_named("Fake Discrete"), discrete, COUNT(discrete));
-  expect_platform_strings(platform_named("Portable Computing Language"), pocl, COUNT(pocl));
+  cr_expect(platform_strings_are(platform_named("Fake Discrete"), discrete, COUNT(discrete)), "platform strings");
+  cr_expect(platform_strings_are(platform_named("Portable Computing Language"), pocl, COUNT(pocl)), "platform strings");
 }
 
 Test(fakeicd, numeric_version_only_from_opencl_3) {
@@ -364,14 +383,14 @@ Test(fakeicd, discrete_card_fields) {
   use_scenario("mixed.conf");
   p = platform_named("Fake Discrete");
   d = only_device(p);
-  expect_device_strings(d, strings, COUNT(strings));
-  expect_device_numbers(d, numbers, COUNT(numbers));
-  expect_pci(d, 0, 3, 0, 0);
+  cr_expect(device_strings_are(d, strings, COUNT(strings)), "device strings");
+  cr_expect(device_numbers_are(d, numbers, COUNT(numbers)), "device numbers");
+  cr_expect(pci_is(d, 0, 3, 0, 0), "PCI address");
   device_value(d, CL_DEVICE_UUID_KHR, got_uuid, sizeof got_uuid);
   cr_expect_arr_eq(got_uuid, uuid, sizeof uuid);
   device_value(d, CL_DEVICE_PLATFORM, &owner, sizeof owner);
   cr_expect_eq(owner, p);
-  expect_refused(d, refused, COUNT(refused));
+  cr_expect(all_refused(d, refused, COUNT(refused)), "refused queries");
 }
 
 Test(fakeicd, integrated_gpu_fields) {
@@ -387,8 +406,8 @@ Test(fakeicd, integrated_gpu_fields) {
   size_t sizes[3];
   use_scenario("mixed.conf");
   d = device_of("Fake Integrated");
-  expect_device_numbers(d, numbers, COUNT(numbers));
-  expect_pci(d, 0, 0, 2, 0);
+  cr_expect(device_numbers_are(d, numbers, COUNT(numbers)), "device numbers");
+  cr_expect(pci_is(d, 0, 0, 2, 0), "PCI address");
   device_value(d, CL_DEVICE_MAX_WORK_ITEM_SIZES, sizes, sizeof sizes);
   cr_expect(sizes[0] == 512 && sizes[1] == 512 && sizes[2] == 512);
 }
@@ -404,9 +423,9 @@ Test(fakeicd, mali_has_no_pci_information_at_all) {
   cl_device_id d;
   use_scenario("mixed.conf");
   d = device_of("Fake Mali");
-  expect_device_strings(d, strings, COUNT(strings));
-  expect_device_numbers(d, numbers, COUNT(numbers));
-  expect_refused(d, topology_params, COUNT(topology_params));
+  cr_expect(device_strings_are(d, strings, COUNT(strings)), "device strings");
+  cr_expect(device_numbers_are(d, numbers, COUNT(numbers)), "device numbers");
+  cr_expect(all_refused(d, topology_params, COUNT(topology_params)), "refused queries");
 }
 
 Test(fakeicd, pocl_device_is_a_cpu) {
@@ -421,9 +440,9 @@ Test(fakeicd, pocl_device_is_a_cpu) {
   cl_device_id d;
   use_scenario("mixed.conf");
   d = device_of("Portable Computing Language");
-  expect_device_strings(d, strings, COUNT(strings));
-  expect_device_numbers(d, numbers, COUNT(numbers));
-  expect_refused(d, topology_params, COUNT(topology_params));
+  cr_expect(device_strings_are(d, strings, COUNT(strings)), "device strings");
+  cr_expect(device_numbers_are(d, numbers, COUNT(numbers)), "device numbers");
+  cr_expect(all_refused(d, topology_params, COUNT(topology_params)), "refused queries");
 }
 
 Test(fakeicd, device_size_rules_and_unknown_params) {
@@ -498,15 +517,20 @@ struct type_case {
   cl_uint count;
 };
 
-static void expect_type_counts(cl_platform_id p, const struct type_case *cases, size_t n)
+static bool type_counts_are(cl_platform_id p, const struct type_case *cases, size_t n)
 {
+  bool all = true;
   for (size_t i = 0; i < n; i++) {
     cl_uint got = 99;
     cl_int err = clGetDeviceIDs(p, cases[i].type, 0, NULL, &got);
-    cr_expect_eq(err, cases[i].err, "type 0x%llx: %d", (unsigned long long)cases[i].type, err);
-    if (cases[i].err == CL_SUCCESS || cases[i].err == CL_DEVICE_NOT_FOUND)
-      cr_expect_eq(got, cases[i].count, "type 0x%llx: %u devices", (unsigned long long)cases[i].type, got);
+    const bool counted = cases[i].err == CL_SUCCESS || cases[i].err == CL_DEVICE_NOT_FOUND;
+    if (err != cases[i].err || (counted && got != cases[i].count)) {
+      cr_log_error("type 0x%llx: %d and %u devices, want %d and %u", (unsigned long long)cases[i].type, err, got,
+                   cases[i].err, cases[i].count);
+      all = false;
+    }
   }
+  return all;
 }
 
 Test(fakeicd, device_type_filter_on_a_cpu_platform) {
@@ -520,7 +544,7 @@ Test(fakeicd, device_type_filter_on_a_cpu_platform) {
     {CL_DEVICE_TYPE_CUSTOM, CL_DEVICE_NOT_FOUND, 0},
   };
   use_scenario("mixed.conf");
-  expect_type_counts(platform_named("Portable Computing Language"), cases, COUNT(cases));
+  cr_expect(type_counts_are(platform_named("Portable Computing Language"), cases, COUNT(cases)), "device counts by type");
 }
 
 Test(fakeicd, custom_devices_stay_out_of_type_all) {
@@ -536,7 +560,7 @@ Test(fakeicd, custom_devices_stay_out_of_type_all) {
   char name[128];
   use_scenario("kinds.conf");
   p = platform_named("Intel(R) FPGA Emulation Platform for OpenCL(TM)");
-  expect_type_counts(p, cases, COUNT(cases));
+  cr_expect(type_counts_are(p, cases, COUNT(cases)), "device counts by type");
   cr_assert_eq(clGetDeviceIDs(p, CL_DEVICE_TYPE_DEFAULT, 1, &d, NULL), CL_SUCCESS);
   cr_assert_eq(clGetDeviceInfo(d, CL_DEVICE_NAME, sizeof name, name, NULL), CL_SUCCESS);
   cr_expect_str_eq(name, "Intel(R) FPGA Emulation Device", "the default device is the first that is not custom");
@@ -573,11 +597,11 @@ Test(fakeicd, nvidia_card_answers_only_the_nv_pci_ids) {
   cl_uint slot = 0;
   use_scenario("nvidia.conf");
   d = device_of("NVIDIA CUDA");
-  expect_device_numbers(d, numbers, COUNT(numbers));
+  cr_expect(device_numbers_are(d, numbers, COUNT(numbers)), "device numbers");
   device_value(d, CL_DEVICE_PCI_SLOT_ID_NV, &slot, sizeof slot);
   cr_expect_eq(slot >> 3, 6, "device");
   cr_expect_eq(slot & 7, 0, "function");
-  expect_refused(d, refused, COUNT(refused));
+  cr_expect(all_refused(d, refused, COUNT(refused)), "refused queries");
 }
 
 Test(fakeicd, amd_card_answers_only_the_amd_topology) {
@@ -594,7 +618,7 @@ Test(fakeicd, amd_card_answers_only_the_amd_topology) {
   cr_expect_eq((unsigned char)t.pcie.bus, 0x03);
   cr_expect_eq(t.pcie.device, 0);
   cr_expect_eq(t.pcie.function, 0);
-  expect_refused(d, refused, COUNT(refused));
+  cr_expect(all_refused(d, refused, COUNT(refused)), "refused queries");
 }
 
 Test(fakeicd, llvmpipe_is_a_gpu_without_pci) {
@@ -607,9 +631,9 @@ Test(fakeicd, llvmpipe_is_a_gpu_without_pci) {
   cl_device_id d;
   use_scenario("llvmpipe.conf");
   d = device_of("rusticl");
-  expect_device_strings(d, strings, COUNT(strings));
-  expect_device_numbers(d, numbers, COUNT(numbers));
-  expect_refused(d, topology_params, COUNT(topology_params));
+  cr_expect(device_strings_are(d, strings, COUNT(strings)), "device strings");
+  cr_expect(device_numbers_are(d, numbers, COUNT(numbers)), "device numbers");
+  cr_expect(all_refused(d, topology_params, COUNT(topology_params)), "refused queries");
 }
 
 Test(fakeicd, unusable_devices_say_so) {
@@ -625,8 +649,8 @@ Test(fakeicd, unusable_devices_say_so) {
   use_scenario("kinds.conf");
   cr_assert_eq(clGetDeviceIDs(platform_named("Fake Leftovers"), CL_DEVICE_TYPE_GPU, 2, d, &n), CL_SUCCESS);
   cr_assert_eq(n, 2);
-  expect_device_numbers(d[0], unavailable, COUNT(unavailable));
-  expect_device_numbers(d[1], no_compiler, COUNT(no_compiler));
+  cr_expect(device_numbers_are(d[0], unavailable, COUNT(unavailable)), "device numbers");
+  cr_expect(device_numbers_are(d[1], no_compiler, COUNT(no_compiler)), "device numbers");
 }
 
 /* ------------------------------------------------------------------ */
@@ -717,8 +741,8 @@ Test(fakeicd, scenario_syntax_variants) {
   use_text_scenario(text, path, sizeof path);
   d = device_of("Tight Spacing");
   unlink(path);
-  expect_device_numbers(d, numbers, COUNT(numbers));
-  expect_device_strings(d, strings, COUNT(strings));
+  cr_expect(device_numbers_are(d, numbers, COUNT(numbers)), "device numbers");
+  cr_expect(device_strings_are(d, strings, COUNT(strings)), "device strings");
   device_value(d, CL_DEVICE_UUID_KHR, uuid, sizeof uuid);
   cr_expect(uuid[0] == 0x00 && uuid[1] == 0x11 && uuid[15] == 0xff);
 }
