@@ -335,7 +335,10 @@ void bml_discover_options_init(bml_discover_options *o) {
   o->software = -1;
 }
 
-static int read_settings(const bml_discover_options *o, struct bml_devices *l, bml__gpu_choice *choice) {
+/* The settings, each from the options or else the environment; *root:
+ * the sysfs root to read (NULL: "/sys"). */
+static int read_settings(const bml_discover_options *o, struct bml_devices *l, bml__gpu_choice *choice,
+                         const char **root) {
   const char *gpu = o->gpu;
   if (!gpu) bml__env_gpu(&gpu);
   snprintf(l->gpu_setting, sizeof l->gpu_setting, "%s", gpu ? gpu : "");
@@ -349,8 +352,8 @@ static int read_settings(const bml_discover_options *o, struct bml_devices *l, b
                o->software);
     return BML_EINVAL;
   }
-  const char *root = NULL; /* a bad BANKML_SYSFS_ROOT is an error, as any variable (bankml-cl(1)) */
-  if (!o->sysfs_root && (rc = bml__env_sysfs_root(&root)) != 0) return rc;
+  *root = o->sysfs_root; /* a bad BANKML_SYSFS_ROOT is an error, as any variable (bankml-cl(1)) */
+  if (!*root && (rc = bml__env_sysfs_root(root)) != 0) return rc;
   bool software = false;
   if (o->software >= 0)
     software = o->software != 0;
@@ -402,12 +405,13 @@ int bml_devices_discover(const bml_discover_options *opt, bml_devices **out) {
   struct bml_devices *l = calloc(1, sizeof *l);
   if (!l) return BML_ENOMEM;
   bml__gpu_choice choice;
-  int rc = read_settings(o, l, &choice);
+  const char *root = NULL;
+  int rc = read_settings(o, l, &choice, &root);
   if (rc == 0) rc = bml__cl_enumerate(&l->dev, &l->len, &l->notes);
   if (rc == 0) rc = dedupe(l);
   if (rc == 0) {
     bml__sysfs fs;
-    bml__sysfs_init(&fs, o->sysfs_root, o->pci_ids);
+    bml__sysfs_init(&fs, root ? root : "/sys", o->pci_ids); /* the root read once, above */
     examine(l, &fs);
     if (l->len > 1) qsort(l->dev, l->len, sizeof *l->dev, compare_devices);
     rc = apply_choice(l, &choice);
