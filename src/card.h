@@ -77,6 +77,8 @@ typedef struct bml__card {
   size_t lrows;          /* q1_0_mat_vec_l's rows per work-group (-DBML_LROWS) */
   size_t lrrows, lrrpt;  /* q1_0_mat_vec_lr's rows per slice and slices (-DBML_LRROWS, -DBML_LRRPT) */
   size_t lr_from;        /* products of this many rows or more run q1_0_mat_vec_lr, the others _l (tune.c) */
+  size_t run_bytes;      /* a batch's launches are cut every this many bytes of weights (0: BML_RUN_BYTES);
+                            the worker's check at open sets it small, for a launch per record */
   bml__slab *slabs;      /* the matrices' memory (slab.c) */
   size_t nslabs;
 } bml__card;
@@ -128,6 +130,8 @@ void bml__card_close(bml__card *c); /* NULL-safe */
  * queues, at most BML_MAX_QUEUES), for launches that may run side by side.
  * Returns 0 or an OpenCL error (the queues made so far stay). */
 int bml__card_set_queues(bml__card *c, size_t queues);
+/* Finishes and releases c's side queues: it has its own queue alone. */
+void bml__card_drop_side_queues(bml__card *c);
 /* clFinish on every queue of c; the first error, or 0. */
 int bml__card_finish(bml__card *c);
 
@@ -267,7 +271,7 @@ typedef struct {
 /* Records a batch of items takes: a record per chunk. */
 size_t bml__batch_records(const bml__batch_item *items, size_t n);
 /* Plans the items: their records, sorted so that each (slab, kernel) run is
- * one launch (cut every BML_RUN_BYTES of weights, the last one halved down
+ * one launch (cut every BML_RUN_BYTES of weights, or c->run_bytes, the last one halved down
  * to BML_TAIL_BYTES) and numbered within it, into desc; the launches into runs
  * (each room for bml__batch_records records; scratch as well).  Returns the
  * number of runs.  Cannot fail. */

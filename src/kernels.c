@@ -302,9 +302,10 @@ size_t bml__batch_plan(const bml__card *c, const bml__batch_item *items, size_t 
   }
   qsort(scratch, nrec, sizeof *scratch, rec_cmp);
   /* where launches start: a new slab or kernel, every BML_RUN_BYTES ... */
+  const size_t cut = c->run_bytes ? c->run_bytes : BML_RUN_BYTES;
   size_t bytes = 0, last = 0;
   for (size_t i = 0; i < nrec; i++) {
-    scratch[i].starts = i == 0 || !same_run(&scratch[i - 1], &scratch[i]) || bytes >= BML_RUN_BYTES;
+    scratch[i].starts = i == 0 || !same_run(&scratch[i - 1], &scratch[i]) || bytes >= cut;
     if (scratch[i].starts) bytes = 0, last = i;
     bytes += rec_bytes(&scratch[i]);
   }

@@ -18,6 +18,9 @@ typedef struct {
   bool open_nomem;           /* the card's open (bml__card_open) runs out of memory */
   bool discrete;             /* treat the card as discrete (no host-unified memory): a discrete
                                 card's upload path on PoCL, whose memory is the host's */
+  unsigned spoil_batch_check; /* the worker's check of its batches at open (worker.c) sees one
+                                 card result changed: bit 0 in its first round, bit 1 in its
+                                 second (on one queue, after several gave other bits) */
 } bml__oracle_hooks;
 
 /* Sets (NULL: clears) the hooks for every later verification.  Not

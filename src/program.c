@@ -71,6 +71,14 @@ int bml__card_set_queues(bml__card *c, size_t queues) {
   return rc;
 }
 
+void bml__card_drop_side_queues(bml__card *c) {
+  for (size_t i = 0; i < c->nside; i++) {
+    clFinish(c->side[i]);
+    clReleaseCommandQueue(c->side[i]);
+  }
+  c->nside = 0;
+}
+
 int bml__card_finish(bml__card *c) {
   cl_int rc = clFinish(c->queue);
   for (size_t i = 0; i < c->nside; i++) {
@@ -84,10 +92,7 @@ void bml__card_close(bml__card *c) {
   if (!c) return;
   if (c->queue) clFinish(c->queue);
   bml__slab_release_all(c);
-  for (size_t i = 0; i < c->nside; i++) {
-    clFinish(c->side[i]);
-    clReleaseCommandQueue(c->side[i]);
-  }
+  bml__card_drop_side_queues(c);
   if (c->queue) {
     clFinish(c->queue);
     clReleaseCommandQueue(c->queue);

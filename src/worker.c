@@ -1,9 +1,12 @@
 /* worker.c -- a verified card and the CPU pool share each product: calibrated share, per-shape decision, limiter, faults. */
 #include "worker.h"
 
+#include "golden.h"
 #include "tune.h"
 
+#include <inttypes.h>
 #include <jansson.h>
+#include <limits.h>
 #include <math.h>
 #include <sched.h>
 #include <stdarg.h>
@@ -23,7 +26,9 @@
  * object changed in one queue while another uses it undefined (the
  * specification's appendix on shared objects); NVIDIA's driver was
  * measured and checked at it (doc/PERFORMANCE.md: 4 queues took a
- * bonsai-8b token from 1.01 ms to 0.69, every row bit-exact), no other was. */
+ * bonsai-8b token from 1.01 ms to 0.69, every row bit-exact), no other was;
+ * every open checks the batches on the card's queues (check_batches), and
+ * drops to one queue where several give other bits. */
 #define QUEUES_DEFAULT 4
 /* The calibration product. */
 #define CAL_ROWS 4096
@@ -188,6 +193,8 @@ static void not_used(atomic_flag *once, const char *fmt, ...) {
   va_end(ap);
   bml__warn(BML_CAT_WORKER, "GPU not used: %s", msg);
 }
+
+static void free_state(bml_worker *w);
 
 /* ---- driving: one thread at a time ---------------------------------------------- */
 
@@ -1264,6 +1271,171 @@ static void note_failure(void *ctx, const bml_verify_line *l) {
     snprintf(v->first, sizeof v->first, "%s: %.300s", l->check, l->detail ? l->detail : "failed");
 }
 
+/* ---- open: the worker's own batches, checked on the card ----------------------------
+ *
+ * The oracle checks each kernel, batched ones included, on the card's own
+ * queue.  A batch runs otherwise: its activations are copied in by
+ * prefixes on that queue while earlier launches run on the side queues,
+ * several launches write one results buffer and each one's results are
+ * read back as it ends.  OpenCL leaves a buffer so shared between queues
+ * undefined (QUEUES_DEFAULT above), and the scatter of the results is the
+ * worker's own.  So before the card takes a product the open runs a small
+ * model's batch through this very path, a launch per group, with each
+ * batched kernel, and compares every row with the CPU kernel's bits.
+ * Other bits on several queues: one queue, checked again; other bits on
+ * one queue, or the card failing to take the batch: the card is not used. */
+#define CHECK_LAYERS 2
+#define CHECK_PER_LAYER 7
+#define CHECK_PRODUCTS (CHECK_LAYERS * CHECK_PER_LAYER)
+#define CHECK_ACTS (CHECK_LAYERS * 4)
+
+/* A layer of the check's model (hidden 512, key/value 128, intermediate
+ * 1536): q, k and v share one activation, gate and up another. */
+static const struct {
+  const char *name;
+  size_t rows, n;
+  int act; /* the layer's activation: 0 (the normed hidden state), 1 (attention), 2 (normed), 3 (the MLP's) */
+} check_layer[CHECK_PER_LAYER] = {{"q", 512, 512, 0},    {"k", 128, 512, 0},  {"v", 128, 512, 0},
+                                  {"o", 512, 512, 1},    {"gate", 1536, 512, 2}, {"up", 1536, 512, 2},
+                                  {"down", 512, 1536, 3}};
+
+typedef struct {
+  bml_product p[CHECK_PRODUCTS];
+  char names[CHECK_PRODUCTS][24];
+  bml_block_q1_0 *wts;
+  bml_block_q8_0 *acts;
+  float *want, *got;
+} batch_check;
+
+static void check_free(batch_check *b) { free(b->wts), free(b->acts), free(b->want), free(b->got); }
+
+/* The check's products: random weights and activations (-128 quants among
+ * them) in the first layer, layer-shaped ones in the second; the CPU
+ * kernel's results in b->want. */
+static int check_make(batch_check *b) {
+  size_t blocks = 0, act_blocks = 0, rows = 0;
+  for (int i = 0; i < CHECK_PER_LAYER; i++) {
+    blocks += check_layer[i].rows * (check_layer[i].n / BML_Q1_0_BLOCK);
+    rows += check_layer[i].rows;
+  }
+  size_t act_n[4] = {0};
+  for (int i = 0; i < CHECK_PER_LAYER; i++) act_n[check_layer[i].act] = check_layer[i].n;
+  for (int a = 0; a < 4; a++) act_blocks += act_n[a] / BML_Q8_0_BLOCK;
+  memset(b, 0, sizeof *b);
+  b->wts = malloc(CHECK_LAYERS * blocks * sizeof *b->wts);
+  b->acts = malloc(CHECK_LAYERS * act_blocks * sizeof *b->acts);
+  b->want = malloc(CHECK_LAYERS * rows * sizeof *b->want);
+  b->got = malloc(CHECK_LAYERS * rows * sizeof *b->got);
+  if (!b->wts || !b->acts || !b->want || !b->got) return BML_ENOMEM;
+  uint64_t seed = 0xba7c4ec7;
+  bml_block_q1_0 *wt = b->wts;
+  bml_block_q8_0 *at = b->acts;
+  float *want = b->want, *got = b->got;
+  int rc = 0;
+  for (int layer = 0; rc == 0 && layer < CHECK_LAYERS; layer++) {
+    const bool shaped = layer % 2 == 1;
+    bml_block_q8_0 *act[4];
+    for (int a = 0; rc == 0 && a < 4; a++) {
+      act[a] = at;
+      rc = bml__gen_q8_0(&seed, at, act_n[a], shaped);
+      at += act_n[a] / BML_Q8_0_BLOCK;
+    }
+    for (int i = 0; rc == 0 && i < CHECK_PER_LAYER; i++) {
+      const size_t r = check_layer[i].rows, n = check_layer[i].n, k = (size_t)layer * CHECK_PER_LAYER + (size_t)i;
+      bml__gen_q1_0(&seed, wt, r, n, shaped);
+      snprintf(b->names[k], sizeof b->names[k], "check.%d.%s", layer, check_layer[i].name);
+      b->p[k] = (bml_product){b->names[k], wt, r, n, act[check_layer[i].act], got};
+      rc = bml_q1_0_mat_vec(wt, r, n, act[check_layer[i].act], want);
+      wt += r * (n / BML_Q1_0_BLOCK), want += r, got += r;
+    }
+  }
+  return rc;
+}
+
+/* One round of the check: the batch on w's card with each batched kernel,
+ * through a worker of its own that gives the card every row.  Returns 0,
+ * BML_EVERIFY (why says what), BML_ENOMEM or an error of the batch. */
+static int check_round(bml_worker *w, batch_check *b, unsigned round, char *why, size_t len) {
+  static const bml__kernel_id kernels[] = {BML_KERNEL_MAT_VEC_L, BML_KERNEL_MAT_VEC_LR};
+  const unsigned spoil = bml__oracle_get_hooks()->spoil_batch_check;
+  size_t rows = 0;
+  for (size_t i = 0; i < CHECK_PRODUCTS; i++) rows += b->p[i].rows;
+  int rc = 0;
+  for (size_t k = 0; rc == 0 && k < sizeof kernels / sizeof *kernels; k++) {
+    bml_worker *t = calloc(1, sizeof *t);
+    if (!t) return BML_ENOMEM;
+    t->pool = w->pool, t->card = w->card, t->build = w->build, t->device = w->device;
+    t->share = 1.0, t->share_fixed = true;
+    atomic_flag_clear(&t->driving);
+    bml__limiter_init(&t->limiter, 1.0, w->card->global_mem, w->card->host_unified);
+    t->hooks.kernel = kernels[k];
+    t->errors_in_row = INT_MIN / 2; /* it never retires the card: an error refuses it (below) */
+    const size_t queues = w->card->nside + 1;
+    w->card->run_bytes = 1; /* a launch per record */
+    memset(b->got, 0xff, rows * sizeof *b->got);
+    const double t0 = bml__now();
+    rc = bml_worker_mat_vec_batch(t, b->p, CHECK_PRODUCTS);
+    const double took = bml__now() - t0;
+    w->card->run_bytes = 0;
+    if (rc == 0 && t->count.on_card != CHECK_PRODUCTS) {
+      snprintf(why, len, "the worker's batch with %s on %zu queue%s: the card did not take it (%s)",
+               bml__kernel_name(kernels[k]), queues, queues == 1 ? "" : "s",
+               t->count.on_cpu_error ? "an OpenCL error; BANKML_DEBUG=worker names it" : "not enough memory");
+      rc = BML_EVERIFY;
+    }
+    if (rc == 0 && (spoil >> round) & 1u) {
+      uint32_t u;
+      memcpy(&u, &b->got[rows / 2], sizeof u);
+      u ^= 1u;
+      memcpy(&b->got[rows / 2], &u, sizeof u);
+    }
+    const float *want = b->want, *got = b->got;
+    for (size_t i = 0; rc == 0 && i < CHECK_PRODUCTS; want += b->p[i].rows, got += b->p[i].rows, i++) {
+      const long bad = bml__first_difference(want, got, b->p[i].rows);
+      if (bad < 0) continue;
+      uint32_t cw, cg;
+      memcpy(&cw, &want[bad], sizeof cw);
+      memcpy(&cg, &got[bad], sizeof cg);
+      snprintf(why, len,
+               "the worker's batch with %s on %zu queue%s: %s (%zux%zu) row %ld differs (cpu 0x%08x, card 0x%08x)",
+               bml__kernel_name(kernels[k]), queues, queues == 1 ? "" : "s", b->p[i].name, b->p[i].rows, b->p[i].n, bad, cw, cg);
+      rc = BML_EVERIFY;
+    }
+    if (rc == 0)
+      bml__debug(BML_CAT_WORKER,
+                 "\"%s\": the worker's batch with %s, %d products in %" PRIu64 " launches on %zu queue%s: "
+                 "bit-exact (%.2f ms)",
+                 w->card->name, bml__kernel_name(kernels[k]), CHECK_PRODUCTS, t->time.launches, queues,
+                 queues == 1 ? "" : "s", took * 1e3);
+    free_state(t);
+    free(t);
+  }
+  return rc;
+}
+
+/* The check at open (above).  Returns 0 (the card may be used, perhaps on
+ * one queue now), BML_EVERIFY (it may not: why says why) or BML_ENOMEM. */
+static int check_batches(bml_worker *w, char *why, size_t len) {
+  batch_check b;
+  why[0] = '\0';
+  int rc = check_make(&b);
+  if (rc == 0) rc = check_round(w, &b, 0, why, len);
+  if (rc != 0 && rc != BML_ENOMEM && w->card->nside > 0) {
+    bml__warn(BML_CAT_WORKER, "\"%s\": %s; it runs on one queue", w->card->name,
+              why[0] ? why : bml_strerror(rc));
+    bml__card_drop_side_queues(w->card);
+    why[0] = '\0';
+    rc = check_round(w, &b, 1, why, len);
+  }
+  check_free(&b);
+  if (rc != 0 && rc != BML_ENOMEM && rc != BML_EVERIFY) {
+    size_t at = strlen(why);
+    if (at == 0) snprintf(why, len, "the worker's batch failed on the card: %s", bml_strerror(rc));
+    rc = BML_EVERIFY;
+  }
+  return rc;
+}
+
 int bml__worker_queues(int asked, bool nvidia_driver, bool software) {
   if (software) return 1;
   return asked > 0 ? asked : nvidia_driver ? QUEUES_DEFAULT : 1;
@@ -1364,7 +1536,13 @@ int bml_worker_open(bml_pool *pool, bml_worker **out) {
       bml__debug(BML_CAT_WORKER, "\"%s\": %zu of %d queues (%s)", w->card->name, w->card->nside + 1, queues,
                  bml_err_name(made));
     bml__limiter_init(&w->limiter, limit, w->card->global_mem, w->card->host_unified);
-    rc = decide_share(w);
+    char why[400];
+    rc = check_batches(w, why, sizeof why);
+    if (rc == BML_EVERIFY) {
+      not_used(&logged_unverified, "\"%s\" NOT VERIFIED \u2014 %s", w->card->name, why);
+      rc = 1; /* no worker */
+    }
+    if (rc == 0) rc = decide_share(w);
     sync_allocated(w); /* the calibration's staging */
   }
   if (rc != 0 || !w->card) {
@@ -1527,8 +1705,9 @@ void bml_worker_release(bml_worker *w) {
   leave(w);
 }
 
-void bml_worker_close(bml_worker *w) {
-  if (!w) return;
+/* Frees what w holds on the card and on the heap, but not the card, its
+ * build and the devices (a worker of the open's check shares them). */
+static void free_state(bml_worker *w) {
   w->cur.active = false;
   release_all(w);
   release_reads(&w->cur); /* a product begun and never finished: the card is drained now */
@@ -1544,6 +1723,11 @@ void bml_worker_close(bml_worker *w) {
   free(w->pieces);
   free(w->piece_src);
   free(w->reads);
+}
+
+void bml_worker_close(bml_worker *w) {
+  if (!w) return;
+  free_state(w);
   bml__build_release(&w->build);
   bml__card_close(w->card);
   bml_devices_free(w->devices);

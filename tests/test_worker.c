@@ -1096,6 +1096,82 @@ Test(worker, a_batch_spread_over_three_and_eight_queues_gives_the_cpu_bits) {
   batch_on_queues("8");
 }
 
+/* The open runs a small model's batch through the worker's own batched
+ * path (a launch per group, copies in by prefixes) with each batched
+ * kernel, and says so under BANKML_DEBUG=worker. */
+static void setup_debug(void) {
+  setenv("BANKML_DEBUG", "worker", 1); /* read once, at the pool's open */
+  setup();
+}
+
+TestSuite(worker_debug, .init = setup_debug, .fini = teardown, .timeout = 300);
+
+Test(worker_debug, the_open_checks_its_batches_on_the_card) {
+  bml_worker *w = open_worker("0.5");
+  cr_expect(strstr(logged, "the worker's batch with q1_0_mat_vec_l, 14 products in 8 launches") != NULL, "%s", logged);
+  cr_expect(strstr(logged, "the worker's batch with q1_0_mat_vec_lr, 14 products in 8 launches") != NULL, "%s",
+            logged);
+  cr_expect(strstr(logged, "bit-exact") != NULL, "%s", logged);
+  bml_worker_close(w);
+}
+
+/* A worker opened with the check's card results spoilt (bits: its rounds),
+ * BANKML_GPU_QUEUES=3: NULL when the card is refused. */
+static bml_worker *open_spoilt(unsigned spoil) {
+  const bml__oracle_hooks h = {.quick = true, .spoil_batch_check = spoil};
+  bml__oracle_set_hooks(&h);
+  setenv("BANKML_GPU_QUEUES", "3", 1);
+  setenv("BANKML_GPU_SHARE", "0.5", 1); /* no calibration (the card's rate does not matter here) */
+  bml_worker *w = NULL;
+  logged[0] = '\0';
+  bml_log_set_sink(capture, NULL);
+  const int rc = bml_worker_open(pool, &w);
+  bml_log_set_sink(NULL, NULL);
+  unsetenv("BANKML_GPU_QUEUES");
+  bml__oracle_set_hooks(NULL);
+  cr_assert_eq(rc, 0, "open: %s", bml_strerror(rc));
+  if (!w && strstr(logged, "no usable GPU is selected"))
+    cr_skip_test("no OpenCL device for a worker here (%s)", logged);
+  return w;
+}
+
+/* Other bits from the worker's batches on one queue: the card is not used,
+ * and the log names the kernel, the product and the row. */
+Test(worker, a_card_whose_batches_give_other_bits_on_one_queue_is_not_used) {
+  bml_worker *w = open_spoilt(3u);
+  cr_expect_null(w, "a card whose batches gave other bits was used");
+  cr_expect(strstr(logged, "NOT VERIFIED") != NULL, "%s", logged);
+  cr_expect(strstr(logged, "the worker's batch with q1_0_mat_vec_l on 1 queue: check.") != NULL, "%s", logged);
+  cr_expect(strstr(logged, "differs (cpu 0x") != NULL, "%s", logged);
+  bml_worker_close(w);
+}
+
+/* Other bits on several queues and the CPU's on one: the card runs on one
+ * queue (a hardware card; a software device has one queue from the start,
+ * and is refused as above). */
+Test(worker, a_card_whose_batches_give_other_bits_on_several_queues_runs_on_one) {
+  bml_worker *w = open_spoilt(0u);
+  cr_assert_not_null(w, "%s", logged);
+  json_t *j = status(w);
+  const bool software = json_is_true(json_object_get(j, "software"));
+  json_decref(j);
+  bml_worker_close(w);
+  if (software) cr_skip_test("a software device runs on one queue: the fall back to one needs a hardware card");
+  w = open_spoilt(1u);
+  cr_assert_not_null(w, "the card was refused though its batches on one queue gave the CPU's bits: %s", logged);
+  cr_expect(strstr(logged, "on 3 queues: check.") != NULL && strstr(logged, "it runs on one queue") != NULL, "%s",
+            logged);
+  j = status(w);
+  cr_expect_eq(field(j, "queues"), 1);
+  json_decref(j);
+  layer l;
+  make_layer(&l, 384, 35);
+  cr_assert_eq(bml_worker_mat_vec_batch(w, l.p, 8), 0);
+  expect_layer(&l);
+  unmake_layer(&l);
+  bml_worker_close(w);
+}
+
 Test(worker, a_batch_survives_errors_resting_and_share_zero) {
   bml_worker *w = open_worker("0.5");
   layer l;
