@@ -29,6 +29,7 @@ typedef struct {
 typedef struct {
   bml__cl_info cl;
   bool has_pci_info, has_soc;
+  bool pci_ambiguous;         /* no address from the driver, and several display devices of its vendor */
   bml__pci_info pci_info;
   bml__soc_info soc;
   const char *matched_by;     /* "pci-bus-info", "vendor-id", "drm", "none" */

@@ -107,29 +107,33 @@ static void query_strings(bml__cl_info *ci, const char *who, bml__notes *notes) 
         query_string(device_info, ci->id, string_queries[i].param, string_queries[i].name, who, notes);
 }
 
+/* A PCI address as a driver's topology query gives it (wider than PCI's). */
+typedef struct {
+  cl_uint domain, bus, dev, fn;
+} raw_pci;
+
 /* The PCI address from the first vendor topology query that answers:
  * cl_khr_pci_bus_info, then AMD's topology, then NVIDIA's bus/slot ids. */
-static bool pci_from_khr(bml__cl_info *ci) {
+static bool pci_from_khr(const bml__cl_info *ci, raw_pci *r) {
   cl_device_pci_bus_info_khr info;
   if (!bml__cl_has_extension(ci->extensions, "cl_khr_pci_bus_info") ||
       clGetDeviceInfo(ci->id, CL_DEVICE_PCI_BUS_INFO_KHR, sizeof info, &info, NULL) != CL_SUCCESS)
     return false;
-  ci->pci = (bml__pci_addr){true, info.pci_domain, (uint8_t)info.pci_bus,
-                            (uint8_t)info.pci_device, (uint8_t)info.pci_function};
+  *r = (raw_pci){info.pci_domain, info.pci_bus, info.pci_device, info.pci_function};
   return true;
 }
 
-static bool pci_from_amd(bml__cl_info *ci) {
+static bool pci_from_amd(const bml__cl_info *ci, raw_pci *r) {
   cl_device_topology_amd t;
   if (clGetDeviceInfo(ci->id, CL_DEVICE_TOPOLOGY_AMD, sizeof t, &t, NULL) != CL_SUCCESS ||
       t.raw.type != CL_DEVICE_TOPOLOGY_TYPE_PCIE_AMD)
     return false;
-  ci->pci = (bml__pci_addr){true, 0, (uint8_t)t.pcie.bus, (uint8_t)t.pcie.device,
-                            (uint8_t)t.pcie.function};
+  *r = (raw_pci){0, (cl_uint)(unsigned char)t.pcie.bus, (cl_uint)(unsigned char)t.pcie.device,
+                 (cl_uint)(unsigned char)t.pcie.function};
   return true;
 }
 
-static bool pci_from_nv(bml__cl_info *ci) {
+static bool pci_from_nv(const bml__cl_info *ci, raw_pci *r) {
   cl_uint bus, slot, domain = 0;
   if (clGetDeviceInfo(ci->id, BML_CL_DEVICE_PCI_BUS_ID_NV, sizeof bus, &bus, NULL) != CL_SUCCESS ||
       clGetDeviceInfo(ci->id, BML_CL_DEVICE_PCI_SLOT_ID_NV, sizeof slot, &slot, NULL) != CL_SUCCESS)
@@ -137,25 +141,34 @@ static bool pci_from_nv(bml__cl_info *ci) {
   /* the domain query is newer than the others: 0 when the driver lacks it */
   if (clGetDeviceInfo(ci->id, BML_CL_DEVICE_PCI_DOMAIN_ID_NV, sizeof domain, &domain, NULL) != CL_SUCCESS)
     domain = 0;
-  ci->pci = (bml__pci_addr){true, domain, (uint8_t)bus, (uint8_t)(slot >> 3), (uint8_t)(slot & 7)};
+  *r = (raw_pci){domain, bus, slot >> 3, slot & 7};
   return true;
 }
 
 static const struct {
   const char *source;
-  bool (*query)(bml__cl_info *ci);
+  bool (*query)(const bml__cl_info *ci, raw_pci *r);
 } pci_queries[] = {
     {"cl_khr_pci_bus_info", pci_from_khr},
     {"amd-topology", pci_from_amd},
     {"nv-pci-ids", pci_from_nv},
 };
 
-static void query_pci(bml__cl_info *ci) {
-  for (size_t i = 0; i < BML_ARRAY_SIZE(pci_queries); i++)
-    if (pci_queries[i].query(ci)) {
-      ci->pci_source = pci_queries[i].source;
+/* The first query that answers gives the address, when it is one (bus
+ * 0..0xff, device 0..0x1f, function 0..7): else a note, and none. */
+static void query_pci(bml__cl_info *ci, const char *who, bml__notes *notes) {
+  raw_pci r;
+  for (size_t i = 0; i < BML_ARRAY_SIZE(pci_queries); i++) {
+    if (!pci_queries[i].query(ci, &r)) continue;
+    if (r.bus > 0xff || r.dev > 0x1f || r.fn > 7) {
+      bml__notes_add(notes, "%s: %s says domain 0x%x bus 0x%x device 0x%x function 0x%x, not a PCI address: "
+                     "not used", who, pci_queries[i].source, r.domain, r.bus, r.dev, r.fn);
       return;
     }
+    ci->pci = (bml__pci_addr){true, r.domain, (uint8_t)r.bus, (uint8_t)r.dev, (uint8_t)r.fn};
+    ci->pci_source = pci_queries[i].source;
+    return;
+  }
 }
 
 static void query_uuid(bml__cl_info *ci) {
@@ -170,7 +183,7 @@ static void describe_device(bml__cl_info *ci, bml__notes *notes) {
   query_strings(ci, who, notes);
   snprintf(who, sizeof who, "platform \"%s\" device \"%s\"", ci->platform_name, ci->name);
   query_scalars(ci, who, notes);
-  query_pci(ci);
+  query_pci(ci, who, notes);
   query_uuid(ci);
 }
 

@@ -213,10 +213,6 @@ static int lp_ids(struct pci_access *acc, bml__pci_addr addr, bml__pci_info *out
   return lp_names(acc, addr, out);
 }
 
-static int method_libpci(const bml__sysfs *fs, bml__pci_addr addr, bml__pci_info *out,
-                         bml__notes *notes) {
-  return lp_run(lp_ids, fs, addr, out, notes);
-}
 
 /* ---- method 2: plain sysfs reads ---------------------------------------------------- */
 /* The id files of a function's directory; where one is missing, the same
@@ -238,6 +234,7 @@ static const struct {
 typedef struct {
   uint64_t v[ID_COUNT];
   bool have[ID_COUNT];
+  bool bad[ID_COUNT]; /* the file is there and is not a number in range */
 } pci_ids;
 
 /* Takes from config space (cfg, len bytes) the ids that no file gave. */
@@ -263,6 +260,7 @@ static void read_ids(const bml__sysfs *fs, const char *name, pci_ids *ids, bml__
     uint64_t max = (UINT64_C(1) << (8 * id_files[i].size)) - 1;
     int rc = bml__sysfs_read_u64(fs, rel, max, &ids->v[i], notes);
     ids->have[i] = rc == 0;
+    ids->bad[i] = rc != 0 && rc != BML_ENODEV;
     missing |= rc == BML_ENODEV;
   }
   snprintf(rel, sizeof rel, "bus/pci/devices/%s/config", name);
@@ -283,6 +281,26 @@ static int ids_missing(const bml__sysfs *fs, const char *name, bml__notes *notes
   bool exists = access(path, F_OK) == 0;
   bml__notes_add(notes, "sysfs: %s: %s", path, exists ? "no vendor id" : "no such PCI function");
   return exists ? BML_EFORMAT : BML_ENODEV;
+}
+
+/* libpci reads the id files with strtol and keeps what fits (0x1234567 a
+ * vendor 0x4567) and blocks on a file that is not a regular one: the
+ * files are read here first, and where one of vendor, device and class is
+ * there but bad the plain sysfs method (which refuses it, with a note)
+ * takes over. */
+static int method_libpci(const bml__sysfs *fs, bml__pci_addr addr, bml__pci_info *out,
+                         bml__notes *notes) {
+  char name[BML__PCI_ADDR_SIZE];
+  pci_ids ids = {0};
+  bml__notes quiet = {0};
+  bml__pci_addr_format(addr, name);
+  read_ids(fs, name, &ids, &quiet);
+  bml__notes_free(&quiet);
+  if (ids.bad[ID_VENDOR] || ids.bad[ID_DEVICE] || ids.bad[ID_CLASS]) {
+    bml__notes_add(notes, "libpci: not used for %s: its id files do not all read as numbers", name);
+    return BML_EFORMAT;
+  }
+  return lp_run(lp_ids, fs, addr, out, notes);
 }
 
 static int method_sysfs(const bml__sysfs *fs, bml__pci_addr addr, bml__pci_info *out,
@@ -370,8 +388,8 @@ int bml__pci_find_display(const bml__sysfs *fs, uint16_t vendor, bml__pci_addr *
     found[n++] = a;
   }
   if (n > 1) qsort(found, n, sizeof *found, addr_cmp);
-  *count = n < cap ? n : cap;
-  if (*count) memcpy(out, found, *count * sizeof *out);
+  *count = n;
+  if (n) memcpy(out, found, (n < cap ? n : cap) * sizeof *out);
 fail:
   free(found);
   closedir(dir);

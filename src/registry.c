@@ -89,6 +89,7 @@ static void match_without_address(bml__device *d, const bml__sysfs *fs, bml__not
   if (bml__pci_find_display(fs, (uint16_t)d->cl.vendor_id, found, BML_ARRAY_SIZE(found), &count) != 0)
     return;
   if (count > 1) {
+    d->pci_ambiguous = true;
     bml__notes_add(notes, "device \"%s\" has no PCI address and %zu display devices of vendor 0x%04x "
                    "are on PCI: not matched", d->cl.name, count, d->cl.vendor_id);
     return;
@@ -140,7 +141,7 @@ static const char *software_kind(const bml__device *d, bool sysfs_readable) {
   /* A platform's name says less: PoCL also drives real cards (its CUDA and
    * Level Zero devices), and a GPU the kernel knows is not software,
    * whoever drives it. */
-  bool real_gpu = (d->cl.type & CL_DEVICE_TYPE_GPU) && (d->has_pci_info || d->has_soc);
+  bool real_gpu = (d->cl.type & CL_DEVICE_TYPE_GPU) && (d->has_pci_info || d->has_soc || d->pci_ambiguous);
   for (size_t i = 0; i < BML_ARRAY_SIZE(software_names); i++)
     if (software_names[i].platform && strstr(d->cl.platform_name, software_names[i].needle) && !real_gpu)
       return software_names[i].what;
@@ -197,18 +198,32 @@ static void judge(bml__device *d, bool software_allowed) {
 
 /* ---- duplicates --------------------------------------------------------------- */
 
+static bool same_addr(const bml__pci_addr *p, const bml__pci_addr *q) { /* field by field: the struct has padding */
+  return p->valid && q->valid && p->domain == q->domain && p->bus == q->bus && p->dev == q->dev && p->fn == q->fn;
+}
+
+/* Whether two records say they are in one place: two driver addresses
+ * decide alone (drivers that give every card one UUID, or a zero one, do
+ * not make two cards one); else two UUIDs, unless zero; else, once the
+ * kernel was asked (examined), the device each was matched to. */
+static bool same_place(const bml__device *a, const bml__device *b, bool examined) {
+  static const uint8_t zero[16];
+  if (a->cl.pci.valid && b->cl.pci.valid) return same_addr(&a->cl.pci, &b->cl.pci);
+  if (a->cl.has_uuid && b->cl.has_uuid && memcmp(a->cl.uuid, zero, sizeof zero) != 0)
+    return memcmp(a->cl.uuid, b->cl.uuid, sizeof a->cl.uuid) == 0;
+  if (!examined || a->cl.pci.valid || b->cl.pci.valid) return false;
+  if (a->has_soc && b->has_soc) return strcmp(a->soc.path, b->soc.path) == 0;
+  return a->has_pci_info && b->has_pci_info && same_addr(&a->pci, &b->pci);
+}
+
 /* Two records are one device registered twice when they are the same handle
  * (ocl-icd loads one library named by two .icd files once, and lists its
  * platform twice), or when the same driver (name, driver version, vendor id)
- * reports the same PCI address or UUID from two libraries. */
-static bool same_device(const bml__device *a, const bml__device *b) {
+ * says it is in the same place (same_place) from two libraries. */
+static bool same_device(const bml__device *a, const bml__device *b, bool examined) {
   if (a->cl.id == b->cl.id) return true; /* one library named by two .icd files */
-  const bml__pci_addr *p = &a->cl.pci, *q = &b->cl.pci; /* field by field: the struct has padding */
-  bool same_place = (p->valid && q->valid && p->domain == q->domain && p->bus == q->bus && p->dev == q->dev &&
-                     p->fn == q->fn) ||
-                    (a->cl.has_uuid && b->cl.has_uuid && memcmp(a->cl.uuid, b->cl.uuid, 16) == 0);
-  return same_place && a->cl.vendor_id == b->cl.vendor_id && strcmp(a->cl.name, b->cl.name) == 0 &&
-         strcmp(a->cl.driver_version, b->cl.driver_version) == 0;
+  return a->cl.vendor_id == b->cl.vendor_id && strcmp(a->cl.name, b->cl.name) == 0 &&
+         strcmp(a->cl.driver_version, b->cl.driver_version) == 0 && same_place(a, b, examined);
 }
 
 static int add_registration(bml__device *d, const char *platform) {
@@ -228,12 +243,16 @@ static void free_record(bml__device *d) {
   d->nregistrations = 0;
 }
 
-static int dedupe(struct bml_devices *l) {
+/* Merges the records of one device: before the kernel is asked (by the
+ * drivers' handles, addresses and UUIDs; each record's own registration is
+ * recorded then), and again after (examined: a SoC GPU or a GPU matched by
+ * its vendor, whose driver gives neither address nor UUID). */
+static int dedupe(struct bml_devices *l, bool examined) {
   size_t kept = 0;
   for (size_t i = 0; i < l->len; i++) {
     bml__device *d = &l->dev[i];
     size_t j = 0;
-    while (j < kept && !same_device(&l->dev[j], d)) j++;
+    while (j < kept && !same_device(&l->dev[j], d, examined)) j++;
     if (j < kept) {
       bml__notes_add(&l->notes, "device \"%s\" is registered twice (platforms \"%s\" and \"%s\", "
                      "two ICD files for one driver): listed once", d->cl.name,
@@ -243,8 +262,11 @@ static int dedupe(struct bml_devices *l) {
       if (rc != 0) return rc;
       continue;
     }
-    if (add_registration(d, d->cl.platform_name) != 0) return BML_ENOMEM;
-    if (kept != i) l->dev[kept] = *d;
+    if (!examined && add_registration(d, d->cl.platform_name) != 0) return BML_ENOMEM;
+    if (kept != i) {
+      l->dev[kept] = *d;
+      memset(d, 0, sizeof *d); /* moved: an error later frees every record, and this one once */
+    }
     kept++;
   }
   l->len = kept;
@@ -287,6 +309,9 @@ static int apply_choice(struct bml_devices *l, const bml__gpu_choice *c) {
                    l->gpu_source, l->gpu_setting);
   } else if (c->mode == BML_GPU_INDICES) {
     for (size_t k = 0; k < c->nindices; k++) {
+      size_t seen = 0;
+      while (seen < k && c->indices[seen] != c->indices[k]) seen++;
+      if (seen < k) continue; /* named twice: selected (or noted) once */
       if (c->indices[k] >= l->len) {
         bml__error(BML_CAT_ENV, "%s=\"%s\": there is no device %zu (%zu listed)", l->gpu_source,
                    l->gpu_setting, c->indices[k], l->len);
@@ -408,11 +433,14 @@ int bml_devices_discover(const bml_discover_options *opt, bml_devices **out) {
   const char *root = NULL;
   int rc = read_settings(o, l, &choice, &root);
   if (rc == 0) rc = bml__cl_enumerate(&l->dev, &l->len, &l->notes);
-  if (rc == 0) rc = dedupe(l);
+  if (rc == 0) rc = dedupe(l, false);
   if (rc == 0) {
     bml__sysfs fs;
     bml__sysfs_init(&fs, root ? root : "/sys", o->pci_ids); /* the root read once, above */
     examine(l, &fs);
+    rc = dedupe(l, true);
+  }
+  if (rc == 0) {
     if (l->len > 1) qsort(l->dev, l->len, sizeof *l->dev, compare_devices);
     rc = apply_choice(l, &choice);
   }

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* Where a root is refused (too long), it becomes this: a file, so that no
@@ -63,8 +64,16 @@ int bml__sysfs_read_raw(const bml__sysfs *fs, const char *rel, void *buf, size_t
   char path[PATH_MAX];
   int rc = bml__sysfs_path(fs, rel, path, sizeof path);
   if (rc != 0) return rc;
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  /* O_NONBLOCK: a FIFO in a tree under BANKML_SYSFS_ROOT must not hang
+   * the discovery; only a regular file is read (sysfs's attributes are) */
+  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) return errno == ENOENT || errno == ENOTDIR ? BML_ENODEV : BML_EIO;
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    close(fd);
+    *len = 0;
+    return BML_EIO;
+  }
   size_t n = 0;
   while (n < cap) {
     ssize_t r = read(fd, (char *)buf + n, cap - n);

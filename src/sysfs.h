@@ -70,8 +70,8 @@ int bml__pci_lookup(const bml__sysfs *fs, bml__pci_addr addr, bml__pci_info *out
                     bml__notes *notes);
 
 /* The display-class (base class 0x03) PCI functions of vendor, in address
- * order: up to cap into out, their number into *count.  Returns 0 (also
- * when there are none) or an error. */
+ * order: up to cap into out, the number of them all into *count (which may
+ * be more than cap).  Returns 0 (also when there are none) or an error. */
 int bml__pci_find_display(const bml__sysfs *fs, uint16_t vendor, bml__pci_addr *out, size_t cap,
                           size_t *count);
 

@@ -293,6 +293,127 @@ Test(devices, gpu_with_no_device_behind_it_is_software) {
   bml_devices_free(l);
 }
 
+/* One GPU of a scenario: `name`, the AMD vendor id, and `extra` lines. */
+#define TWIN(extra)                                                                                              \
+  "[device]\ntype = gpu\nname = Twin GPU\nvendor_id = 0x1002\ndriver_version = 1.0\nopencl_c_version = OpenCL C 1.2\n" \
+  "extensions = cl_khr_pci_bus_info cl_khr_device_uuid\n" extra
+
+/* Two cards of one driver at two PCI addresses, with one UUID from the
+ * driver: two devices (the addresses decide).  One scenario a process:
+ * the ICD loader reads its platforms once. */
+static void two_cards_with_uuid(const char *uuid) {
+  use_fake("mixed", "amdgpu");
+  char text[2048];
+  snprintf(text, sizeof text,
+           "[platform]\nicd = a\nname = Twin\nextensions = cl_khr_icd\n" TWIN("pci = 0000:03:00.0\nuuid = %s\n")
+               TWIN("pci = 0000:04:00.0\nuuid = %s\n"),
+           uuid, uuid);
+  bml_devices *l = discover_scenario(text);
+  cr_expect_eq(bml_devices_count(l), 2, "uuid %s: two cards listed as %zu", uuid, bml_devices_count(l));
+  cr_expect(!has_note(l, "registered twice"), "uuid %s", uuid);
+  bml_devices_free(l);
+}
+
+Test(devices, two_cards_at_two_addresses_with_a_zero_uuid_are_two) {
+  two_cards_with_uuid("00000000000000000000000000000000");
+}
+
+Test(devices, two_cards_at_two_addresses_with_one_uuid_are_two) {
+  two_cards_with_uuid("0123456789abcdef0123456789abcdef");
+}
+
+/* One UUID and no addresses, from two ICD files: one device. */
+Test(devices, one_uuid_without_addresses_is_one_device) {
+  use_fake("mixed", "amdgpu");
+  bml_devices *l = discover_scenario("[platform]\nicd = a\nname = Twin\nextensions = cl_khr_icd\n" TWIN(
+      "uuid = 0123456789abcdef0123456789abcdef\n") "[platform]\nicd = b\nname = Twin\nextensions = cl_khr_icd\n" TWIN(
+      "uuid = 0123456789abcdef0123456789abcdef\n"));
+  cr_expect_eq(bml_devices_count(l), 1);
+  cr_expect(has_note(l, "registered twice"));
+  bml_devices_free(l);
+}
+
+/* A SoC GPU (no PCI address, no UUID) whose driver two ICD files name is
+ * one device: both records were matched to one platform device. */
+Test(devices, a_soc_gpu_registered_twice_is_listed_once) {
+  use_fake("mixed", "panfrost");
+  static const char mali[] = "[device]\ntype = gpu\nname = Mali-G610 r0p0\nvendor = ARM\nvendor_id = 0x13b5\n"
+                             "driver_version = 3.0\nopencl_c_version = OpenCL C 3.0\nhost_unified = 1\n";
+  char text[2048];
+  snprintf(text, sizeof text, "[platform]\nicd = a\nname = Fake Mali\nextensions = cl_khr_icd\n%s"
+           "[platform]\nicd = b\nname = Fake Mali\nextensions = cl_khr_icd\n%s", mali, mali);
+  bml_devices *l = discover_scenario(text);
+  cr_expect_eq(bml_devices_count(l), 1, "listed %zu times", bml_devices_count(l));
+  cr_expect(has_note(l, "registered twice"));
+  cr_expect_str_eq(bml_devices_get(l, 0)->matched_by, "drm");
+  bml_devices_free(l);
+}
+
+/* The nvidia fixture with `more` more NVIDIA display functions (00:07.0
+ * on), in a directory of its own (dir: a mkdtemp template). */
+static void nvidia_tree(char *dir, int more) {
+  const char *src = getenv("BANKML_TOP_SRCDIR");
+  cr_assert_not_null(mkdtemp(dir));
+  char cmd[8192];
+  int at = snprintf(cmd, sizeof cmd, "cp -a '%s/tests/fixtures/sysfs/nvidia/.' '%s'", src, dir);
+  for (int i = 0; i < more; i++)
+    at += snprintf(cmd + at, sizeof cmd - (size_t)at,
+                   " && cp -a '%s/devices/pci0000:00/0000:00:06.0' '%s/devices/pci0000:00/0000:00:%02x.0'"
+                   " && ln -s ../../../devices/pci0000:00/0000:00:%02x.0 '%s/bus/pci/devices/0000:00:%02x.0'",
+                   dir, dir, 7 + i, 7 + i, dir, 7 + i);
+  cr_assert_eq(system(cmd), 0, "%s", cmd);
+}
+
+static void remove_tree(const char *dir) {
+  char cmd[512];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  cr_expect_eq(system(cmd), 0);
+}
+
+/* A GPU whose driver gives no address, with five display functions of its
+ * vendor on PCI: not matched (the note counts all five), and still a GPU,
+ * not a software device. */
+Test(devices, a_gpu_its_vendor_id_cannot_place_is_still_a_gpu) {
+  char dir[] = "/tmp/bml-test-nv5-XXXXXX";
+  nvidia_tree(dir, 4);
+  use_fake("nvidia", NULL);
+  setenv("BANKML_SYSFS_ROOT", dir, 1);
+  bml_devices *l = discover_scenario("[platform]\nicd = a\nname = NVIDIA CUDA\nextensions = cl_khr_icd\n"
+                                     "[device]\ntype = gpu\nname = NVIDIA GeForce RTX 3060\nvendor_id = 0x10de\n"
+                                     "driver_version = 535.104.05\nopencl_c_version = OpenCL C 1.2\n");
+  remove_tree(dir);
+  cr_assert_eq(bml_devices_count(l), 1);
+  const bml_device *d = bml_devices_get(l, 0);
+  cr_expect_eq(d->kind, BML_KIND_DISCRETE, "kind %s: %s", bml_device_kind_name(d->kind), d->why_not ? d->why_not : "");
+  cr_expect(d->usable);
+  cr_expect_str_eq(d->matched_by, "none");
+  cr_expect(has_note(l, "5 display devices of vendor 0x10de"));
+  bml_devices_free(l);
+}
+
+/* NVIDIA's bus and slot ids past PCI's ranges are no address (bus 0x100
+ * is not bus 0, slot 0x130 not device 0x26): a note, and the card is
+ * matched by its vendor id instead. */
+static void nvidia_ids(const char *ids) {
+  use_fake("nvidia", "nvidia");
+  char text[2048];
+  snprintf(text, sizeof text, "[platform]\nicd = a\nname = NVIDIA CUDA\nextensions = cl_khr_icd\n"
+           "[device]\ntype = gpu\nname = NVIDIA GeForce RTX 3060\nvendor_id = 0x10de\n"
+           "driver_version = 535.104.05\nopencl_c_version = OpenCL C 1.2\n"
+           "extensions = cl_nv_device_attribute_query\n%s", ids);
+  bml_devices *l = discover_scenario(text);
+  cr_assert_eq(bml_devices_count(l), 1);
+  const bml_device *d = bml_devices_get(l, 0);
+  cr_expect(has_note(l, "not a PCI address"), "%s", ids);
+  cr_expect_str_eq(d->matched_by, "vendor-id", "%s", ids);
+  cr_expect_str_eq(d->pci_address, "0000:00:06.0", "%s", ids);
+  bml_devices_free(l);
+}
+
+Test(devices, a_bus_id_past_0xff_is_not_an_address) { nvidia_ids("nv_bus = 0x100\nnv_slot = 0x30\n"); }
+
+Test(devices, a_slot_id_past_pcis_devices_is_not_an_address) { nvidia_ids("nv_bus = 0\nnv_slot = 0x130\n"); }
+
 Test(devices, gpu_choice_off_selects_nothing) {
   static const char *off[] = {"off", "none", "cpu"};
   use_fake("mixed", "mixed");
@@ -322,6 +443,13 @@ Test(devices, gpu_choice_by_index_and_by_pci_address) {
   l = discover();
   cr_expect(!bml_devices_get(l, 3)->selected);
   cr_expect(has_note(l, "not usable"));
+  bml_devices_free(l);
+  setenv("BANKML_GPU", "3,0,3", 1); /* named twice: one note */
+  l = discover();
+  size_t notes = 0;
+  for (size_t i = 0; i < bml_devices_note_count(l); i++) notes += strstr(bml_devices_note(l, i), "not usable") != NULL;
+  cr_expect_eq(notes, 1, "a device named twice is noted %zu times", notes);
+  cr_expect(bml_devices_get(l, 0)->selected);
   bml_devices_free(l);
   setenv("BANKML_GPU", "", 1); /* empty: the default, every usable device */
   l = discover();

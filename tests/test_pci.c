@@ -535,12 +535,58 @@ Test(pci, display_functions_come_in_address_order_up_to_cap) {
     bml__pci_addr_format(a[i], buf);
     cr_expect_str_eq(buf, want[i], "position %zu", i);
   }
+  a[2] = (bml__pci_addr){true, 0xdead, 1, 2, 3};
   cr_assert_eq(bml__pci_find_display(&fs, 0x1002, a, 2, &n), 0);
-  cr_expect_eq(n, 2, "no more than cap");
+  cr_expect_eq(n, 6, "the count is of them all");
   bml__pci_addr_format(a[1], buf);
   cr_expect_str_eq(buf, "0000:03:00.1", "the first ones in address order");
+  cr_expect_eq(a[2].domain, 0xdead, "no more than cap written");
   cr_assert_eq(bml__pci_find_display(&fs, 0x1002, a, 0, &n), 0);
-  cr_expect_eq(n, 0);
+  cr_expect_eq(n, 6);
+  tree_free(&t);
+}
+
+/* libpci keeps what fits of an id file that is no id (0x1234567 as
+ * vendor 0x4567): such files are refused, with a note, and the plain
+ * sysfs method's verdict stands. */
+Test(pci, id_files_that_do_not_parse_are_not_truncated_by_libpci) {
+  tree t;
+  bml__sysfs fs;
+  bml__pci_info i;
+  bml__notes notes = {0};
+  tree_new(&t);
+  tree_pci_fn(&t, "0000:03:00.0", 0x1002, 0x73bf, 0x030000);
+  tree_put(&t, "devices/pci0000:00/0000:03:00.0/vendor", "0x1234567\n");
+  tree_pci_fn(&t, "0000:04:00.0", 0x1002, 0x73bf, 0x030000);
+  tree_put(&t, "devices/pci0000:00/0000:04:00.0/class", "0x12345678\n");
+  bml__sysfs_init(&fs, t.root, NULL);
+  cr_expect_neq(bml__pci_lookup(&fs, (bml__pci_addr){true, 0, 3, 0, 0}, &i, &notes), 0,
+                "vendor 0x%04x from a file that says 0x1234567", i.vendor_id);
+  cr_expect_eq(notes_with(&notes, "libpci: not used", "0000:03:00.0"), 1, "notes: %s", all_notes(&notes));
+  cr_expect_eq(notes_with(&notes, "0x1234567", "not a number"), 1, "notes: %s", all_notes(&notes));
+  bml__notes_free(&notes);
+  notes = (bml__notes){0};
+  cr_expect_eq(bml__pci_lookup(&fs, (bml__pci_addr){true, 0, 4, 0, 0}, &i, &notes), 0);
+  cr_expect_neq(i.class_code, 0x345678, "the class file's low bytes taken");
+  cr_expect_eq(notes_with(&notes, "0x12345678", "not a number"), 1, "notes: %s", all_notes(&notes));
+  bml__notes_free(&notes);
+  tree_free(&t);
+}
+
+/* A FIFO where a sysfs file should be (a test tree's mistake, or a
+ * hostile one) is not read: the lookup returns, its value unknown. */
+Test(pci, a_fifo_in_the_tree_does_not_hang_a_lookup) {
+  tree t;
+  bml__sysfs fs;
+  bml__pci_info i;
+  bml__notes notes = {0};
+  tree_new(&t);
+  tree_pci_fn(&t, "0000:03:00.0", 0x1002, 0x73bf, 0x030000);
+  cr_assert_eq(mkfifo(tree_path(&t, "devices/pci0000:00/0000:03:00.0/numa_node"), 0644), 0);
+  bml__sysfs_init(&fs, t.root, NULL);
+  cr_expect_eq(bml__pci_lookup(&fs, (bml__pci_addr){true, 0, 3, 0, 0}, &i, &notes), 0);
+  cr_expect_eq(i.numa_node, -1);
+  bml__notes_free(&notes);
   tree_free(&t);
 }
 
