@@ -245,7 +245,8 @@ typedef struct {
   const char *check;       /* "open", "build", "fma probe", "golden", or a kernel's name:
                               "q1_0_mat_vec", "q1_0_mat_vec8", "q1_0_mat_vec_l",
                               "q1_0_mat_vec_lr", "q1_0_mat_vec_lb", "q1_0_mat_vec_lrb" */
-  const char *fma;         /* "native" or "emulated": which fma the build uses */
+  const char *fma;         /* "native" or "emulated": which fma the build uses ("native and
+                              emulated": the probe kernel, which runs both, could not run) */
   size_t rows, n;          /* the shape (0 for the probe and builds) */
   const char *regime;      /* "random", "layer", "infinite", "golden", "probe" (or "") */
   size_t exact, total;     /* rows (probe: cases) equal to the CPU's bits, of how many */

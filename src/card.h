@@ -74,6 +74,7 @@ typedef struct bml__card {
   size_t max_chunk_rows; /* test hook: rows per buffer chunk (0: by max_alloc only) */
   cl_ulong local_mem;
   size_t kernel_wg_cap;  /* test hook: each kernel's CL_KERNEL_WORK_GROUP_SIZE at most this (0: none) */
+  size_t kernel_wg_cap_emulated; /* test hook: the same for the emulated fma's build only (0: none) */
   size_t lrows;          /* q1_0_mat_vec_l's rows per work-group (-DBML_LROWS) */
   size_t lrrows, lrrpt;  /* q1_0_mat_vec_lr's rows per slice and slices (-DBML_LRROWS, -DBML_LRRPT) */
   size_t lr_from;        /* products of this many rows or more run q1_0_mat_vec_lr, the others _l (tune.c) */

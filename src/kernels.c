@@ -67,11 +67,14 @@ static int upload_unified(bml__card *c, const bml__rows_part *parts, size_t nb, 
   BML_CL_TRY(BML_CAT_WORKER, rc, (d0 = clEnqueueMapBuffer(c->queue, s->d0, CL_TRUE, map, ch->off * sizeof(float),
                                                           ch->rb * sizeof(float), 0, NULL, NULL, &rc), rc));
   repack(parts, ch->row0, ch->rows, nb, bits, d0);
-fail:
-  if (bits) clEnqueueUnmapMemObject(c->queue, s->bits, bits, 0, NULL, NULL);
-  if (d0) clEnqueueUnmapMemObject(c->queue, s->d0, d0, 0, NULL, NULL);
-  cl_int done = clFinish(c->queue);
-  return rc != CL_SUCCESS ? rc : done;
+fail:;
+  /* an unmap that fails leaves the slab mapped, which a launch may not
+   * read (OpenCL leaves it undefined): the upload has failed */
+  cl_int unmapped = bits ? clEnqueueUnmapMemObject(c->queue, s->bits, bits, 0, NULL, NULL) : CL_SUCCESS;
+  const cl_int unmapped_d0 = d0 ? clEnqueueUnmapMemObject(c->queue, s->d0, d0, 0, NULL, NULL) : CL_SUCCESS;
+  if (unmapped == CL_SUCCESS) unmapped = unmapped_d0;
+  const cl_int done = clFinish(c->queue);
+  return rc != CL_SUCCESS ? rc : unmapped != CL_SUCCESS ? unmapped : done;
 }
 
 /* A discrete card: repack into host memory, then one copy each. */
@@ -91,6 +94,9 @@ static int upload_discrete(bml__card *c, const bml__rows_part *parts, size_t nb,
                                                       ch->rb * sizeof(float), d0, 0, NULL, NULL));
   BML_CL_TRY(BML_CAT_WORKER, rc, clFinish(c->queue));
 fail:
+  /* a copy enqueued before an error still reads bits (non-blocking): it
+   * ends before they are freed */
+  if (rc != CL_SUCCESS && bits && d0) clFinish(c->queue);
   free(bits);
   free(d0);
   return rc;

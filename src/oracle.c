@@ -175,7 +175,8 @@ static int probe(run *v, bml__card *c, const bml__build *b, bool *native_ok) {
   double ms = (bml__now() - t0) * 1e3;
   if (rc != 0) {
     snprintf(detail, sizeof detail, "the probe kernel failed: %s", bml__cl_error_string(rc, e, sizeof e));
-    emit_error(v, "fma probe", "native", detail);
+    /* not "native": that line, alone, refuses nothing (its readers know) */
+    emit_error(v, "fma probe", "native and emulated", detail);
     return rc;
   }
   *native_ok = probe_line(v, "native", pc, n, native, false, ms) && !hooks.force_emulated;
@@ -504,6 +505,7 @@ int bml__oracle_verify(const bml__device *d, size_t index, const bml_verify_opti
   if (hooks.discrete) c->host_unified = false;
   if (hooks.local_mem) c->local_mem = hooks.local_mem;
   c->kernel_wg_cap = hooks.kernel_wg;
+  c->kernel_wg_cap_emulated = hooks.kernel_wg_emulated;
   int tuned = bml__tune(c, &d->cl);
   if (tuned != 0) bml__debug(BML_CAT_BUILD, "tuning failed (%s): the default tunables", bml_err_name(tuned));
   if ((rc = build(&v, c, false, &native)) != 0 || (rc = probe(&v, c, &native, &native_ok)) != 0) goto done;

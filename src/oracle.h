@@ -15,6 +15,8 @@ typedef struct {
   cl_ulong local_mem;        /* pretend the card has this much local memory (0: what it says) */
   size_t kernel_wg;          /* pretend each kernel runs at most this many work-items a group
                                 (CL_KERNEL_WORK_GROUP_SIZE; 0: what the driver says) */
+  size_t kernel_wg_emulated; /* the same for the emulated fma's build only (its longer code
+                                may leave a kernel fewer work-items on a GPU) */
   bool open_nomem;           /* the card's open (bml__card_open) runs out of memory */
   bool discrete;             /* treat the card as discrete (no host-unified memory): a discrete
                                 card's upload path on PoCL, whose memory is the host's */

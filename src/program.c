@@ -196,6 +196,8 @@ static cl_int check_work_groups(const bml__card *c, bml__build *b, char *why, si
         max == 0)
       max = c->max_work_group;
     if (c->kernel_wg_cap && max > c->kernel_wg_cap) max = c->kernel_wg_cap;
+    if (b->emulated_fma && c->kernel_wg_cap_emulated && max > c->kernel_wg_cap_emulated)
+      max = c->kernel_wg_cap_emulated;
     if (i < BML_KERNEL_COUNT) b->kernel_wg[i] = max;
     const size_t need = needed_wg(c, all[i], b);
     if (need > max) {

@@ -235,11 +235,17 @@ static int time_kernel(bml__card *c, const bml__build *b, bml__kernel_id k, benc
 
 /* Builds with the card's current tunables and times kernel k on both
  * matrices.  CL_INVALID_WORK_GROUP_SIZE: a kernel of the build does not fit
- * its work-groups on this device (src/program.c). */
+ * its work-groups on this device (src/program.c).  The oracle builds the
+ * emulated fma too (and the worker uses it where the native one is not
+ * exact), whose longer code may leave a kernel fewer work-items on a GPU:
+ * a shape must fit both builds. */
 static int time_candidate(bml__card *c, bml__kernel_id k, bench *t, double *few, double *many) {
   bml__build b;
   char *log = NULL;
-  int rc = bml__card_build(c, false, NULL, &b, &log);
+  int rc = bml__card_build(c, true, NULL, &b, &log);
+  free(log), log = NULL;
+  bml__build_release(&b);
+  if (rc == 0) rc = bml__card_build(c, false, NULL, &b, &log);
   free(log);
   if (rc != 0) return rc;
   rc = time_kernel(c, &b, k, t, &t->few, few);

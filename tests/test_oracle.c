@@ -433,6 +433,36 @@ Test(oracle, kernels_that_take_smaller_work_groups_get_shapes_that_fit) {
   bml_devices_free(l);
 }
 
+/* The emulated fma's longer code may leave a kernel fewer work-items than
+ * the native build's (a GPU's registers): the tuning picks shapes that
+ * both builds fit, and the card is verified.  It tuned the native build
+ * alone, and the oracle's emulated build then refused the card, for good
+ * (the shapes were remembered). */
+Test(oracle, the_tuned_shapes_fit_the_emulated_build_too) {
+  size_t i;
+  bml_devices *l = card_under_test(&i);
+  fresh_cache f;
+  fresh_cache_use(&f);
+  bml__oracle_hooks h = {.kernel_wg_emulated = 128, .quick = true};
+  static collected c;
+  bml__card *card = NULL;
+  bml__build use = {0};
+  const int rc = verify_keeping(l, i, &h, &c, &card, &use);
+  bml__oracle_set_hooks(NULL);
+  fresh_cache_drop(&f);
+  const bml_verify_line *bad = NULL;
+  for (size_t k = 0; k < c.n && !bad; k++)
+    if (!c.lines[k].ok && strcmp(c.lines[k].fma, "native") != 0) bad = &c.lines[k];
+  cr_expect_eq(rc, 0, "not verified: %s: %s", bad ? bad->check : "?", bad && bad->detail ? bad->detail : "");
+  if (rc == 0) {
+    cr_expect(card->lrows * 8 <= 128 && card->lrrows * 8 <= 128, "_l %zu, _lr %zux%zu: beyond 128 work-items",
+              card->lrows, card->lrrows, card->lrrpt);
+    bml__build_release(&use);
+    bml__card_close(card);
+  }
+  bml_devices_free(l);
+}
+
 /* A device whose work-groups hold at most 128 work-items (PoCL told so by
  * POCL_MAX_WORK_GROUP_SIZE): the default _lr shape is fitted down to 16
  * rows, and the _l candidates were then all taken as beyond the device
