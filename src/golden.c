@@ -74,6 +74,14 @@ static int open_golden(reader *r, const char *dir, const char *name, uint32_t ki
   return (int)n;
 }
 
+/* After the last case: the file must end there (more is not a file this
+ * reader knows: a count that says fewer cases than it holds). */
+static void at_end(reader *r) {
+  if (r->bad || fgetc(r->f) == EOF) return;
+  snprintf(r->err, r->errlen, "%s: bytes after its last case", r->path);
+  r->bad = true;
+}
+
 static void read_q1_case(reader *r, bml__golden_q1 *c, int i) {
   c->rows = rd_u32(r);
   c->n = rd_u32(r);
@@ -108,6 +116,7 @@ int bml__golden_load_q1(const char *dir, bml__golden_q1 **out, char *err, size_t
   if (n < 0) return n;
   bml__golden_q1 *c = calloc((size_t)n, sizeof *c);
   for (int i = 0; c && i < n && !r.bad; i++) read_q1_case(&r, &c[i], i);
+  at_end(&r);
   int rc = !c ? BML_ENOMEM : r.bad ? BML_EFORMAT : n;
   fclose(r.f);
   if (rc < 0) {
@@ -125,6 +134,7 @@ int bml__golden_load_q8(const char *dir, bml__golden_q8 **out, char *err, size_t
   if (n < 0) return n;
   bml__golden_q8 *c = calloc((size_t)n, sizeof *c);
   for (int i = 0; c && i < n && !r.bad; i++) read_q8_case(&r, &c[i], i);
+  at_end(&r);
   int rc = !c ? BML_ENOMEM : r.bad ? BML_EFORMAT : n;
   fclose(r.f);
   if (rc < 0) {

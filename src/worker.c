@@ -1495,12 +1495,16 @@ static int open_card(bml_worker *w) {
   return 0;
 }
 
+double bml__calibrated_share(double card_s, double cpu_s) {
+  return cpu_s / (card_s + cpu_s); /* card rate / (card rate + CPU rate), the rates 1/time */
+}
+
 static int decide_share(bml_worker *w) {
   if (w->share_fixed) return 0;
   double card_s, cpu_s;
   int rc = calibrate(w, &card_s, &cpu_s);
   if (rc != 0) return rc;
-  w->share = cpu_s / (card_s + cpu_s); /* card rate / (card rate + CPU rate) */
+  w->share = bml__calibrated_share(card_s, cpu_s);
   w->cpu_rate = (double)CAL_ROWS * CAL_N / cpu_s;
   bml__debug(BML_CAT_WORKER, "calibration: card %.3f ms, CPU %.3f ms: share %.3f; the card's round trip %.3f ms",
              card_s * 1e3, cpu_s * 1e3, w->share, w->round_trip * 1e3);

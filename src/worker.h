@@ -33,6 +33,9 @@ size_t bml__worker_held_rows(const bml_worker *w, const char *name);
 /* The queues a card gets: BANKML_GPU_QUEUES's (asked, 0 when unset), else 4
  * on NVIDIA's driver and 1 elsewhere; always 1 on a software device. */
 int bml__worker_queues(int asked, bool nvidia_driver, bool software);
+/* The open's share from one product's seconds on the card and on the CPU:
+ * card rate / (card rate + CPU rate). */
+double bml__calibrated_share(double card_s, double cpu_s);
 /* Sets the share but keeps the per-shape calibration on (set_share turns it off). */
 void bml__worker_set_share_calibrated(bml_worker *w, double share);
 

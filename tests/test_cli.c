@@ -719,6 +719,53 @@ Test(cli, bench_model_token_on_pocl_is_exact) {
   json_decref(root);
 }
 
+/* The bench's exactness check can fail: with one bit of each result
+ * changed (the test suite's BANKML_TEST_SPOIL_BENCH=1) every row of the
+ * CPU, the card, the split and a model's token says so, in the JSON and in
+ * the table, and the exit status is 1. */
+static void expect_spoilt(const char *const *args, size_t rows) {
+  setenv("BANKML_TEST_SPOIL_BENCH", "1", 1);
+  setenv("BANKML_GPU_SHARE", "0.5", 1);
+  struct run r = run_cli(args);
+  unsetenv("BANKML_TEST_SPOIL_BENCH");
+  unsetenv("BANKML_GPU_SHARE");
+  if (strstr(r.err, "no usable GPU is selected")) {
+    run_free(&r);
+    cr_skip_test("no PoCL device here");
+  }
+  cr_expect_eq(r.status, 1, "exit status %d, stderr: %s", r.status, r.err);
+  json_t *root = json_loads(r.out, 0, NULL);
+  cr_assert_not_null(root, "%s", r.out);
+  json_t *results = json_object_get(root, "results");
+  cr_expect_eq(json_array_size(results), rows);
+  for (size_t i = 0; i < json_array_size(results); i++)
+    cr_expect(json_is_false(json_object_get(json_array_get(results, i), "exact")), "row %zu called exact", i);
+  json_decref(root);
+  run_free(&r);
+}
+
+Test(cli, a_spoilt_cpu_result_is_not_exact) {
+  expect_spoilt((const char *const[]){"bench", "--cpu", "--quick", "--json", "--shape", "256x512", "--threads", "1",
+                                      NULL},
+                2);
+  setenv("BANKML_TEST_SPOIL_BENCH", "1", 1);
+  struct run r = RUN("bench", "--cpu", "--quick", "--shape", "256x512", "--threads", "1");
+  unsetenv("BANKML_TEST_SPOIL_BENCH");
+  cr_expect_eq(r.status, 1);
+  cr_expect(strstr(r.out, " NO") != NULL, "the table does not say NO: %s", r.out);
+  run_free(&r);
+}
+
+Test(cli, spoilt_card_split_and_token_results_are_not_exact) {
+  use_pocl();
+  expect_spoilt((const char *const[]){"bench", "--card", "--split", "--quick", "--json", "--shape", "256x512",
+                                      "--threads", "2", NULL},
+                4);
+  expect_spoilt((const char *const[]){"bench", "--card", "--model", "bonsai-1.7b", "--runs", "1", "--warmup", "0",
+                                      "--threads", "2", "--json", NULL},
+                2);
+}
+
 /* --threads 1,1-2,2 names counts 1 and 2 twice each: each is timed once
  * (four rows: two counts, warm and flushed). */
 /* A full disk: exit 3 and one message with the system's reason, even when

@@ -484,6 +484,24 @@ Test(devices, the_drivers_pci_address_stands_without_sysfs) {
   bml_devices_free(l);
 }
 
+/* Within a kind, the device with more memory comes first, whatever order
+ * the drivers list them in (sysfs unreadable: nothing cross-checked, so
+ * the kinds are the drivers' word). */
+Test(devices, within_a_kind_more_memory_comes_first) {
+  use_fake("mixed", "mixed");
+  setenv("BANKML_SYSFS_ROOT", "/nonexistent-sysfs", 1);
+  bml_devices *l = discover_scenario(
+      "[platform]\nicd = a\nname = Two\nextensions = cl_khr_icd\n"
+      "[device]\ntype = gpu\nname = Small\nvendor_id = 0x8086\nhost_unified = 1\nglobal_mem = 2G\n"
+      "[device]\ntype = gpu\nname = Large\nvendor_id = 0x8086\nhost_unified = 1\nglobal_mem = 16G\n"
+      "[device]\ntype = gpu\nname = Discrete\nvendor_id = 0x1002\nhost_unified = 0\nglobal_mem = 1G\n");
+  cr_assert_eq(bml_devices_count(l), 3);
+  cr_expect_str_eq(bml_devices_get(l, 0)->name, "Discrete", "discrete first, whatever its memory");
+  cr_expect_str_eq(bml_devices_get(l, 1)->name, "Large");
+  cr_expect_str_eq(bml_devices_get(l, 2)->name, "Small");
+  bml_devices_free(l);
+}
+
 /* A refused BANKML_SYSFS_ROOT is an error that names it, as any bad
  * variable: the discovery fails rather than reading this machine's /sys in
  * place of the test's tree, or nothing (it listed the devices unchecked,

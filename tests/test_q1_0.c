@@ -3,6 +3,7 @@
 
 #include <math.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -48,6 +49,31 @@ static void golden_through_path(const char *name) {
 }
 
 TestSuite(q1_0, .init = load, .fini = unload);
+
+/* Every case of the file is read: 18, of 2988 rows in all. */
+Test(q1_0, golden_file_is_read_whole) {
+  size_t rows = 0;
+  for (int i = 0; i < ncases; i++) rows += cases[i].rows;
+  cr_expect_eq(ncases, 18);
+  cr_expect_eq(rows, 2988);
+}
+
+/* A file with more than its count of cases says is refused (a count cut
+ * short would leave cases unchecked). */
+Test(q1_0, a_golden_file_longer_than_its_cases_is_refused) {
+  char dir[] = "/tmp/bml-golden-XXXXXX", cmd[512], err[256] = "";
+  cr_assert_not_null(mkdtemp(dir));
+  snprintf(cmd, sizeof cmd, "cp '%s/%s' '%s/' && printf x >> '%s/%s'", golden_dir(), BML__GOLDEN_Q1_FILE, dir, dir,
+           BML__GOLDEN_Q1_FILE);
+  cr_assert_eq(system(cmd), 0, "%s", cmd);
+  golden_q1_case *c = NULL;
+  const int n = bml__golden_load_q1(dir, &c, err, sizeof err);
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  cr_expect_eq(system(cmd), 0);
+  cr_expect_eq(n, BML_EFORMAT, "loaded %d cases", n);
+  cr_expect(strstr(err, "bytes after its last case") != NULL, "%s", err);
+  if (n > 0) golden_free_q1(c, n);
+}
 
 Test(q1_0, golden_file_has_every_regime) {
   int minus128 = 0, layer = 0, single_block = 0, multi_block = 0;

@@ -150,19 +150,24 @@ static long long total_products(json_t *j) {
 
 static void shares_give_cpu_bits(const char *share) {
   bml_worker *w = open_worker(share);
+  cr_assert_eq(bml_worker_set_limit(w, 1.0), 0); /* no rests: every product takes the share */
   static const size_t shapes[][2] = {{1, 128}, {67, 2688}, {301, 5120}, {1000, 1024}, {33, 4096}, {4096, 4096}};
   int products = 0;
+  double want = strtod(share, NULL);
   for (size_t s = 0; s < BML_ARRAY_SIZE(shapes); s++)
     for (int layer = 0; layer < 2; layer++) {
       matrix m = make(shapes[s][0], shapes[s][1], 100 + s * 2 + (unsigned)layer, layer);
       char name[32];
       snprintf(name, sizeof name, "m%zu.%d", s, layer);
       for (int rep = 0; rep < 3; rep++, products++) expect_exact(w, &m, name);
+      /* the card's part is the share's rows: the matrix went to the card with them */
+      const size_t card = (size_t)((want > 0.95 ? 0.95 : want) * (double)shapes[s][0] + 0.5);
+      cr_expect_eq(bml__worker_held_rows(w, name), card, "share %s, %zu rows: the card holds %zu, not %zu", share,
+                   shapes[s][0], bml__worker_held_rows(w, name), card);
       unmake(&m);
     }
   json_t *j = status(w);
   cr_expect_eq(total_products(j), products, "status counters do not add up to %d products", products);
-  double want = strtod(share, NULL);
   cr_expect_float_eq(json_real_value(json_object_get(j, "share")), want > 0.95 ? 0.95 : want, 1e-12);
   if (want >= 0.3) cr_expect(field(j, "products_on_card") > 0, "the card took no product at share %s", share);
   if (want == 0.0) cr_expect_eq(field(j, "products_on_card"), 0);
@@ -174,6 +179,14 @@ Test(worker, share_zero_gives_the_cpu_bits) { shares_give_cpu_bits("0.0"); }
 Test(worker, share_three_tenths_gives_the_cpu_bits) { shares_give_cpu_bits("0.3"); }
 Test(worker, share_0_95_gives_the_cpu_bits) { shares_give_cpu_bits("0.95"); }
 Test(worker, share_above_range_is_clamped_to_0_95) { shares_give_cpu_bits("5"); }
+
+/* The card's share is its rate's part of both rates: a card three times
+ * as fast as the CPU takes three quarters of the rows. */
+Test(worker, the_calibrated_share_is_the_cards_part_of_both_rates) {
+  cr_expect_float_eq(bml__calibrated_share(1e-3, 3e-3), 0.75, 1e-15);
+  cr_expect_float_eq(bml__calibrated_share(4e-3, 1e-3), 0.2, 1e-15);
+  cr_expect_float_eq(bml__calibrated_share(2e-3, 2e-3), 0.5, 1e-15);
+}
 
 Test(worker, calibrated_share_gives_the_cpu_bits_or_says_why_not) {
   bml_worker *w = NULL;
@@ -814,6 +827,8 @@ Test(worker, card_alone_gives_the_cpu_bits) {
   cr_assert_eq(bml_worker_set_limit(w, 1.0), 0);
   matrix m = make(777, 3072, 12, true);
   expect_exact(w, &m, "alone");
+  cr_expect_eq(bml__worker_held_rows(w, "alone"), 777, "the card took %zu of 777 rows",
+               bml__worker_held_rows(w, "alone"));
   json_t *j = status(w);
   cr_expect_eq(field(j, "products_on_card"), 1);
   json_decref(j);

@@ -136,6 +136,9 @@ int bench_random_operands(size_t rows, size_t n, bml_block_q1_0 *w, bml_block_q8
 int bench_random_operands_seeded(size_t rows, size_t n, uint64_t variant, bml_block_q1_0 *w, bml_block_q8_0 *a);
 /* CLOCK_MONOTONIC in milliseconds.  Cannot fail. */
 double bench_now_ms(void);
+/* Whether got's rows are want's, bit for bit (NaN payloads too: the
+ * reference and the product run one kernel order). */
+bool bench_exact(float *got, const float *want, size_t rows);
 /* Sorts ms[0..n) and sets row's median_ms, min_ms and gbps (from
  * bytes_read, else weight_bytes).  Cannot fail. */
 void bench_summarize(double *ms, long n, struct bench_row *row);

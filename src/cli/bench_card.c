@@ -102,7 +102,7 @@ static int card_product_init(struct card_product *c, const struct bench_shape *s
 
 static bool results_exact(const struct card_product *c, int count) {
   for (int i = 0; i < count; i++)
-    if (memcmp(c->got[i], c->want[i], c->rows * sizeof(float)) != 0) return false;
+    if (!bench_exact(c->got[i], c->want[i], c->rows)) return false;
   return true;
 }
 

@@ -1,6 +1,7 @@
 /* bench_common.c -- what every bench mode shares: the random operands, the clock, the median. */
 #define _POSIX_C_SOURCE 200809L
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -72,4 +73,22 @@ void bench_summarize(double *ms, long n, struct bench_row *row) {
   row->median_ms = n % 2 ? ms[n / 2] : (ms[n / 2 - 1] + ms[n / 2]) / 2;
   uint64_t bytes = row->bytes_read ? row->bytes_read : row->weight_bytes;
   row->gbps = row->median_ms > 0 ? (double)bytes / (row->median_ms * 1e6) : 0;
+}
+
+/* BANKML_TEST_SPOIL_BENCH=1 is the test suite's own (tests/test_cli.c): it
+ * shows that the check below can fail, which no product of a correct
+ * build can make it do. */
+bool bench_exact(float *got, const float *want, size_t rows) {
+  static int spoil = -1;
+  if (spoil < 0) {
+    const char *v = getenv("BANKML_TEST_SPOIL_BENCH");
+    spoil = v && strcmp(v, "1") == 0;
+  }
+  if (spoil && rows > 0) {
+    uint32_t u;
+    memcpy(&u, &got[0], sizeof u);
+    u ^= 1u;
+    memcpy(&got[0], &u, sizeof u);
+  }
+  return memcmp(got, want, rows * sizeof *got) == 0;
 }
