@@ -501,6 +501,13 @@ static size_t keep_held(bml_worker *w, submission *s, const group *g, size_t tot
 }
 
 /* Plans one group: which rows go to the card, its entry uploaded. */
+/* Whether a group planned before g in this submission computes on e. */
+static bool planned_before(const submission *s, const group *g, const entry *e) {
+  for (const group *o = s->groups; o < g; o++)
+    if (o->e == e) return true;
+  return false;
+}
+
 static void plan_group(bml_worker *w, submission *s, group *g, bool resting) {
   g->e = NULL;
   g->forced = false;
@@ -521,7 +528,16 @@ static void plan_group(bml_worker *w, submission *s, group *g, bool resting) {
     count_cpu(&w->count.on_cpu_resting, g->count);
     return;
   }
-  total = keep_held(w, s, g, total);
+  entry *known = known_entry(w, s->p + g->first, g->count);
+  if (known && planned_before(s, g, known)) {
+    /* the same matrix again in this submission, with another activation:
+     * the rows it holds, as the group before planned them (keep_held
+     * would count it twice, and a move would take that group's rows) */
+    total = 0;
+    for (size_t i = 0; i < g->count; i++) total += s->card_rows[g->first + i] = known->held[i];
+  } else {
+    total = keep_held(w, s, g, total);
+  }
   /* The kernels' records hold offsets of 32 bits: a group whose activation
    * (after every record) or results would end past them runs on the CPU,
    * and is not uploaded for it. */

@@ -418,6 +418,37 @@ static void held_after(bml_worker *w, matrix *m, double share, int count, const 
   }
 }
 
+/* One matrix twice in a batch, with two activations (two groups, one
+ * entry), after a strike: the second group moved the matrix (fewer rows)
+ * under the first, whose rows from the old split to the new were then
+ * computed by no one, and the batch returned 0. */
+Test(worker, one_matrix_twice_in_a_batch_is_exact_after_a_strike) {
+  bml_worker *w = open_worker("0.5");
+  cr_assert_eq(bml_worker_set_limit(w, 1.0), 0);
+  bml__worker_hooks h = {.kernel = BML_KERNEL_COUNT, .hold_balance = true};
+  bml__worker_set_hooks(w, &h);
+  matrix m = make(1000, 1024, 21, true), m2 = make(1000, 1024, 22, true);
+  memcpy(m2.w, m.w, 1000 * (1024 / 128) * sizeof *m.w); /* m's weights, another activation */
+  cr_assert_eq(bml_q1_0_mat_vec(m2.w, 1000, 1024, m2.a, m2.want), 0);
+  held_after(w, &m, 0.5, 1, (size_t[]){500});
+  held_after(w, &m, 0.4, 1, (size_t[]){500}); /* a strike: 25 % */
+  const bml_product two[2] = {{"m", m.w, 1000, 1024, m.a, m.got}, {"m", m.w, 1000, 1024, m2.a, m2.got}};
+  for (int rep = 0; rep < 3; rep++) {
+    memset(m.got, 0xff, 1000 * sizeof(float));
+    memset(m2.got, 0xff, 1000 * sizeof(float));
+    cr_assert_eq(bml_worker_mat_vec_batch(w, two, 2), 0);
+    const long r1 = bml__first_difference(m.want, m.got, 1000), r2 = bml__first_difference(m2.want, m2.got, 1000);
+    cr_expect(r1 < 0, "batch %d, product 0: row %ld differs (cpu 0x%08x, worker 0x%08x)", rep, r1,
+              r1 < 0 ? 0 : bml__float_bits(m.want[r1]), r1 < 0 ? 0 : bml__float_bits(m.got[r1]));
+    cr_expect(r2 < 0, "batch %d, product 1: row %ld differs", rep, r2);
+  }
+  json_t *j = status(w);
+  cr_expect_eq(field(j, "products_on_card"), 2 + 6, "the card did not take both products of each batch");
+  json_decref(j);
+  unmake(&m), unmake(&m2);
+  bml_worker_close(w);
+}
+
 Test(worker, a_held_matrix_moves_for_a_lasting_or_a_very_far_split_and_ever_more_rarely) {
   bml_worker *w = open_worker("0.5");
   cr_assert_eq(bml_worker_set_limit(w, 1.0), 0);
