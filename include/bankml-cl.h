@@ -309,8 +309,9 @@ typedef struct bml_worker bml_worker;
  * BANKML_GPU_SHARE fixes it instead (clamped to 0..0.95).
  * BANKML_GPU_LIMIT (0.05..1, default 0.8; clamped) limits the card's memory
  * and time.  Returns 0 and *out; 0 and *out = NULL when no card is used (no
- * usable card, verification failed, or a calibrated share below 0.02: each
- * logged once as "GPU not used: <why>"); BML_EINVAL, BML_EENV (a bad
+ * usable card, verification failed, the calibration's product failed on
+ * the card, or a calibrated share below 0.02: each logged once as "GPU not
+ * used: <why>"); BML_EINVAL, BML_EENV (a bad
  * environment value, named in the message), BML_ENOMEM, BML_EBUSY (another
  * thread drove the pool during the calibration, which times it: open the
  * worker before sharing the pool).  The pool must outlive the worker.

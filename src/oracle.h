@@ -23,6 +23,8 @@ typedef struct {
   unsigned spoil_batch_check; /* the worker's check of its batches at open (worker.c) sees one
                                  card result changed: bit 0 in its first round, bit 1 in its
                                  second (on one queue, after several gave other bits) */
+  bool fail_calibration;      /* the worker's calibration at open fails as on the card
+                                (CL_OUT_OF_RESOURCES) */
 } bml__oracle_hooks;
 
 /* Sets (NULL: clears) the hooks for every later verification.  Not

@@ -181,7 +181,7 @@ struct bml_worker {
 /* ---- "GPU not used", logged once per reason per process ------------------------ */
 
 static atomic_flag logged_no_card = ATOMIC_FLAG_INIT, logged_unverified = ATOMIC_FLAG_INIT,
-                   logged_share = ATOMIC_FLAG_INIT, logged_retired = ATOMIC_FLAG_INIT;
+                   logged_share = ATOMIC_FLAG_INIT, logged_calibration = ATOMIC_FLAG_INIT;
 
 static void not_used(atomic_flag *once, const char *fmt, ...) BML_PRINTF(2, 3);
 static void not_used(atomic_flag *once, const char *fmt, ...) {
@@ -371,8 +371,10 @@ static size_t rows_for(const bml_worker *w, const submission *s, size_t rows) {
 
 static void retire(bml_worker *w, int err) {
   w->retired = true;
-  not_used(&logged_retired, "\"%s\" retired after %d OpenCL errors in a row (the last: %s (%d)); every "
-           "product runs on the CPU", w->card->name, RETIRE_AFTER, bml_err_name(err), err);
+  /* each worker's retirement is said (a worker opened later verifies the
+   * card again, and may use it) */
+  bml__warn(BML_CAT_WORKER, "GPU not used: \"%s\" retired after %d OpenCL errors in a row (the last: %s (%d)); "
+            "this worker's products run on the CPU", w->card->name, RETIRE_AFTER, bml_err_name(err), err);
   bml__card_finish(w->card);
   for (size_t i = 0; i < w->nentries; i++) drop_matrix(w, w->entries[i]);
   bml__card_buf_free(&w->acts);
@@ -1262,6 +1264,7 @@ static int calibrate(bml_worker *w, double *card_s, double *cpu_s) {
     double t1 = bml__now();
     if (i > 0 && t1 - t0 < *cpu_s) *cpu_s = t1 - t0;
   }
+  if (rc == 0 && bml__oracle_get_hooks()->fail_calibration) rc = CL_OUT_OF_RESOURCES;
   if (rc == 0) rc = best_card_seconds(w, &m, rows, act, out, card_s);
   double best_trip = 1e30;
   if (rc == 0) rc = best_card_seconds(w, &trip, CAL_TRIP_ROWS, act, out, &best_trip);
@@ -1519,7 +1522,12 @@ static int decide_share(bml_worker *w) {
   if (w->share_fixed) return 0;
   double card_s, cpu_s;
   int rc = calibrate(w, &card_s, &cpu_s);
-  if (rc != 0) return rc;
+  if (rc == BML_ENOMEM || rc == BML_EBUSY) return rc; /* the host's, or the caller's: said as the header says */
+  if (rc != 0) { /* the card's: no worker, as for any other reason it is not used */
+    not_used(&logged_calibration, "\"%s\": the calibration's product failed on the card: %s (%d)", w->card->name,
+             bml_err_name(rc), rc);
+    return 1;
+  }
   w->share = bml__calibrated_share(card_s, cpu_s);
   w->cpu_rate = (double)CAL_ROWS * CAL_N / cpu_s;
   bml__debug(BML_CAT_WORKER, "calibration: card %.3f ms, CPU %.3f ms: share %.3f; the card's round trip %.3f ms",

@@ -554,6 +554,24 @@ Test(worker, opencl_errors_give_rows_to_the_cpu_and_retire_the_card) {
   cr_expect_eq(field(j, "allocated_bytes"), 0, "a retired card holds no matrices");
   cr_expect(strstr(logged, "GPU not used: ") && strstr(logged, "retired"), "%s", logged);
   json_decref(j);
+  bml_worker_close(w);
+  /* retired for that worker: a worker opened later verifies the card
+   * again and uses it, and its own retirement is said too */
+  w = open_worker("0.6");
+  cr_assert_eq(bml_worker_set_limit(w, 1.0), 0);
+  expect_exact(w, &m, "m");
+  j = status(w);
+  cr_expect(json_is_false(json_object_get(j, "retired")));
+  cr_expect_eq(field(j, "products_on_card"), 1);
+  json_decref(j);
+  bml__worker_hooks h3 = {.fail_enqueues = 3, .kernel = BML_KERNEL_MAT_VEC8};
+  bml__worker_set_hooks(w, &h3);
+  logged[0] = '\0';
+  bml_log_set_sink(capture, NULL);
+  for (int i = 0; i < 3; i++) expect_exact(w, &m, "m");
+  bml_log_set_sink(NULL, NULL);
+  cr_expect(strstr(logged, "retired after 3 OpenCL errors") != NULL, "the second retirement was not said: %s",
+            logged);
   unmake(&m);
   bml_worker_close(w);
 }
@@ -1179,6 +1197,27 @@ static bml_worker *open_spoilt(unsigned spoil) {
   if (!w && strstr(logged, "no usable GPU is selected"))
     cr_skip_test("no OpenCL device for a worker here (%s)", logged);
   return w;
+}
+
+/* An OpenCL error in the open's calibration is the card's: no worker,
+ * logged, as for any reason the card is not used (it came back as the
+ * raw OpenCL error, which the header does not list). */
+Test(worker, an_error_in_the_calibration_leaves_the_card_unused) {
+  const bml__oracle_hooks h = {.quick = true, .fail_calibration = true};
+  bml__oracle_set_hooks(&h);
+  bml_worker *w = (bml_worker *)0x1;
+  logged[0] = '\0';
+  bml_log_set_sink(capture, NULL);
+  const int rc = bml_worker_open(pool, &w);
+  bml_log_set_sink(NULL, NULL);
+  bml__oracle_set_hooks(NULL);
+  if (!w && strstr(logged, "no usable GPU is selected")) cr_skip_test("no OpenCL device for a worker here (%s)", logged);
+  cr_expect_eq(rc, 0, "open: %d (%s)", rc, bml_err_name(rc));
+  cr_expect_null(w);
+  cr_expect(strstr(logged, "GPU not used: ") && strstr(logged, "the calibration's product failed on the card: "
+                                                              "CL_OUT_OF_RESOURCES"),
+            "%s", logged);
+  bml_worker_close(w == (bml_worker *)0x1 ? NULL : w);
 }
 
 /* Other bits from the worker's batches on one queue: the card is not used,
