@@ -214,6 +214,7 @@ static void save(const char *path, const bml__cl_info *ci, const choice *ch) {
 typedef struct {
   bml__card_matrix few, many;
   bml__card_buf act, out;
+  bool both; /* each candidate must fit the emulated fma's build too (below) */
 } bench;
 
 /* Microseconds per product of kernel k of build b on m: TUNE_BACK_TO_BACK
@@ -233,19 +234,28 @@ static int time_kernel(bml__card *c, const bml__build *b, bml__kernel_id k, benc
   return rc;
 }
 
-/* Builds with the card's current tunables and times kernel k on both
- * matrices.  CL_INVALID_WORK_GROUP_SIZE: a kernel of the build does not fit
- * its work-groups on this device (src/program.c).  The oracle builds the
- * emulated fma too (and the worker uses it where the native one is not
- * exact), whose longer code may leave a kernel fewer work-items on a GPU:
- * a shape must fit both builds. */
-static int time_candidate(bml__card *c, bml__kernel_id k, bench *t, double *few, double *many) {
+/* Whether the emulated fma's build fits the card's current tunables: the
+ * oracle builds it too (and the worker uses it where the native fma is not
+ * exact), and its longer code may leave a kernel fewer work-items on a GPU
+ * than the native build's.  Another failure is the oracle's to report. */
+static bool emulated_fits(bml__card *c) {
   bml__build b;
   char *log = NULL;
-  int rc = bml__card_build(c, true, NULL, &b, &log);
-  free(log), log = NULL;
+  const int rc = bml__card_build(c, true, NULL, &b, &log);
+  free(log);
   bml__build_release(&b);
-  if (rc == 0) rc = bml__card_build(c, false, NULL, &b, &log);
+  return rc != CL_INVALID_WORK_GROUP_SIZE && rc != CL_OUT_OF_RESOURCES;
+}
+
+/* Builds with the card's current tunables and times kernel k on both
+ * matrices.  CL_INVALID_WORK_GROUP_SIZE: a kernel of the build does not fit
+ * its work-groups on this device (src/program.c), or (t->both) the
+ * emulated fma's build does not. */
+static int time_candidate(bml__card *c, bml__kernel_id k, bench *t, double *few, double *many) {
+  if (t->both && !emulated_fits(c)) return CL_INVALID_WORK_GROUP_SIZE;
+  bml__build b;
+  char *log = NULL;
+  int rc = bml__card_build(c, false, NULL, &b, &log);
   free(log);
   if (rc != 0) return rc;
   rc = time_kernel(c, &b, k, t, &t->few, few);
@@ -302,8 +312,8 @@ static int try_shape(bml__card *c, bml__kernel_id k, bench *t, size_t lrows, siz
  * kernel, so an _l candidate that fails may be failing on _lr's shape: it
  * is tried again beside the smallest _lr); CL_INVALID_WORK_GROUP_SIZE when
  * no candidate of a kernel fits. */
-static int measure(bml__card *c, choice *best) {
-  bench t = {0};
+static int measure(bml__card *c, choice *best, bool both) {
+  bench t = {.both = both};
   int rc = prepare(c, &t);
   double l_few = 1e30, l_many = 1e30, lr_few = 1e30, lr_many = 1e30;
   const size_t nl = BML_ARRAY_SIZE(l_candidates), nlr = BML_ARRAY_SIZE(lr_candidates);
@@ -358,7 +368,19 @@ int bml__tune(bml__card *c, const bml__cl_info *ci) {
     apply(c, &ch);
     return 0;
   }
-  int rc = measure(c, &ch);
+  int rc = measure(c, &ch, false);
+  if (rc == 0) {
+    /* the emulated fma's build must fit the shapes too: checked on the
+     * choice (a build, which the oracle's then finds in a driver's cache),
+     * and only where it does not on every candidate (twice the builds) */
+    apply(c, &ch);
+    if (!emulated_fits(c)) {
+      bml__debug(BML_CAT_BUILD, "tuning \"%s\": the emulated fma's build does not fit _l %zu, _lr %zux%zu: "
+                 "measuring again with both builds", c->name, ch.lrows, ch.lrrows, ch.lrrpt);
+      ch = default_choice;
+      rc = measure(c, &ch, true);
+    }
+  }
   if (rc != 0) ch = default_choice; /* a failed measurement is not fatal */
   apply(c, &ch);
   if (rc != 0) return rc;
