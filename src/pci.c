@@ -284,10 +284,10 @@ static int ids_missing(const bml__sysfs *fs, const char *name, bml__notes *notes
 }
 
 /* libpci reads the id files with strtol and keeps what fits (0x1234567 a
- * vendor 0x4567) and blocks on a file that is not a regular one: the
- * files are read here first, and where one of vendor, device and class is
- * there but bad the plain sysfs method (which refuses it, with a note)
- * takes over. */
+ * vendor 0x4567) and blocks on a file that is not a regular one (a FIFO
+ * in a test's tree): the six id files libpci may read are read here first,
+ * and where one is there but bad the plain sysfs method (which refuses it,
+ * or does without it, with a note) takes over. */
 static int method_libpci(const bml__sysfs *fs, bml__pci_addr addr, bml__pci_info *out,
                          bml__notes *notes) {
   char name[BML__PCI_ADDR_SIZE];
@@ -296,7 +296,9 @@ static int method_libpci(const bml__sysfs *fs, bml__pci_addr addr, bml__pci_info
   bml__pci_addr_format(addr, name);
   read_ids(fs, name, &ids, &quiet);
   bml__notes_free(&quiet);
-  if (ids.bad[ID_VENDOR] || ids.bad[ID_DEVICE] || ids.bad[ID_CLASS]) {
+  bool bad = false;
+  for (int i = 0; i < ID_COUNT; i++) bad |= ids.bad[i];
+  if (bad) {
     bml__notes_add(notes, "libpci: not used for %s: its id files do not all read as numbers", name);
     return BML_EFORMAT;
   }

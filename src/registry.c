@@ -209,7 +209,8 @@ static bool same_addr(const bml__pci_addr *p, const bml__pci_addr *q) { /* field
 static bool same_place(const bml__device *a, const bml__device *b, bool examined) {
   static const uint8_t zero[16];
   if (a->cl.pci.valid && b->cl.pci.valid) return same_addr(&a->cl.pci, &b->cl.pci);
-  if (a->cl.has_uuid && b->cl.has_uuid && memcmp(a->cl.uuid, zero, sizeof zero) != 0)
+  if (a->cl.has_uuid && b->cl.has_uuid && memcmp(a->cl.uuid, zero, sizeof zero) != 0 &&
+      memcmp(b->cl.uuid, zero, sizeof zero) != 0)
     return memcmp(a->cl.uuid, b->cl.uuid, sizeof a->cl.uuid) == 0;
   if (!examined || a->cl.pci.valid || b->cl.pci.valid) return false;
   if (a->has_soc && b->has_soc) return strcmp(a->soc.path, b->soc.path) == 0;
@@ -257,7 +258,11 @@ static int dedupe(struct bml_devices *l, bool examined) {
       bml__notes_add(&l->notes, "device \"%s\" is registered twice (platforms \"%s\" and \"%s\", "
                      "two ICD files for one driver): listed once", d->cl.name,
                      l->dev[j].cl.platform_name, d->cl.platform_name);
-      int rc = add_registration(&l->dev[j], d->cl.platform_name);
+      /* its own platform; after the first pass, every one it was merged from */
+      int rc = 0;
+      if (!examined) rc = add_registration(&l->dev[j], d->cl.platform_name);
+      for (size_t r = 0; rc == 0 && examined && r < d->nregistrations; r++)
+        rc = add_registration(&l->dev[j], d->registrations[r]);
       free_record(d);
       if (rc != 0) return rc;
       continue;

@@ -51,8 +51,11 @@ static void apply(bml__card *c, const choice *ch) {
 /* ---- the cache file ----------------------------------------------------------- */
 
 /* The cache file's layout: 2 since "never _lr" is -1 (1 wrote 0 for both
- * "always" and "never"; its entries are measured again). */
-#define TUNE_SCHEMA 2
+ * "always" and "never"; its entries are measured again); 3 since the
+ * shapes fit the emulated fma's build too (2's were checked against the
+ * native build alone, and one that the emulated build does not fit would
+ * refuse the card at every open: they are measured again). */
+#define TUNE_SCHEMA 3
 
 /* Said once a process: where the tuning cannot be remembered, and why. */
 static atomic_bool cache_warned;

@@ -1461,9 +1461,11 @@ static int check_round(bml_worker *w, batch_check *b, unsigned round, char *why,
     rc = bml_worker_mat_vec_batch(t, b->p, CHECK_PRODUCTS);
     const double took = bml__now() - t0;
     w->card->run_bytes = 0;
+    char what[96]; /* what a refusal names */
+    snprintf(what, sizeof what, "the worker's batch with %s on %zu queue%s", bml__kernel_name(kernels[k]), queues,
+             queues == 1 ? "" : "s");
     if (rc == 0 && t->count.on_card != CHECK_PRODUCTS) {
-      snprintf(why, len, "the worker's batch with %s on %zu queue%s: the card did not take it (%s)",
-               bml__kernel_name(kernels[k]), queues, queues == 1 ? "" : "s",
+      snprintf(why, len, "%s: the card did not take it (%s)", what,
                t->count.on_cpu_error ? "an OpenCL error; BANKML_DEBUG=worker names it" : "not enough memory");
       rc = BML_EVERIFY;
     }
@@ -1480,9 +1482,8 @@ static int check_round(bml_worker *w, batch_check *b, unsigned round, char *why,
       uint32_t cw, cg;
       memcpy(&cw, &want[bad], sizeof cw);
       memcpy(&cg, &got[bad], sizeof cg);
-      snprintf(why, len,
-               "the worker's batch with %s on %zu queue%s: %s (%zux%zu) row %ld differs (cpu 0x%08x, card 0x%08x)",
-               bml__kernel_name(kernels[k]), queues, queues == 1 ? "" : "s", b->p[i].name, b->p[i].rows, b->p[i].n, bad, cw, cg);
+      snprintf(why, len, "%s: %s (%zux%zu) row %ld differs (cpu 0x%08x, card 0x%08x)", what, b->p[i].name, b->p[i].rows,
+               b->p[i].n, bad, cw, cg);
       rc = BML_EVERIFY;
     }
     if (rc == 0)

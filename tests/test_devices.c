@@ -349,6 +349,63 @@ Test(devices, a_soc_gpu_registered_twice_is_listed_once) {
   bml_devices_free(l);
 }
 
+/* Two records of one SoC GPU, one with a zero UUID (which decides
+ * nothing) and one with a real one: one device, whichever the loader lists
+ * first (a zero UUID on the second record kept them apart). */
+static void mali_with_uuids(const char *first, const char *second) {
+  use_fake("mixed", "panfrost");
+  static const char mali[] = "[device]\ntype = gpu\nname = Mali-G610 r0p0\nvendor = ARM\nvendor_id = 0x13b5\n"
+                             "driver_version = 3.0\nopencl_c_version = OpenCL C 3.0\nhost_unified = 1\n"
+                             "extensions = cl_khr_device_uuid\n";
+  char text[4096];
+  snprintf(text, sizeof text, "[platform]\nicd = a\nname = Fake Mali\nextensions = cl_khr_icd\n%suuid = %s\n"
+           "[platform]\nicd = b\nname = Fake Mali\nextensions = cl_khr_icd\n%suuid = %s\n", mali, first, mali, second);
+  bml_devices *l = discover_scenario(text);
+  cr_expect_eq(bml_devices_count(l), 1, "uuids %s, %s: listed %zu times", first, second, bml_devices_count(l));
+  bml_devices_free(l);
+}
+
+Test(devices, a_zero_uuid_first_decides_nothing) {
+  mali_with_uuids("00000000000000000000000000000000", "0123456789abcdef0123456789abcdef");
+}
+
+Test(devices, a_zero_uuid_second_decides_nothing) {
+  mali_with_uuids("0123456789abcdef0123456789abcdef", "00000000000000000000000000000000");
+}
+
+/* Three records of one SoC GPU: two merged by their UUID, the third by
+ * the platform device all three were matched to.  The device lists all
+ * three registrations (the second merge kept only the last one's). */
+Test(devices, every_registration_of_a_device_merged_twice_is_kept) {
+  use_fake("mixed", "panfrost");
+  static const char mali[] = "[device]\ntype = gpu\nname = Mali-G610 r0p0\nvendor = ARM\nvendor_id = 0x13b5\n"
+                             "driver_version = 3.0\nopencl_c_version = OpenCL C 3.0\nhost_unified = 1\n";
+  char text[4096];
+  snprintf(text, sizeof text, /* B listed first (the loader takes icd b's first): A1 and A2, merged, merge into it */
+           "[platform]\nicd = b\nname = Mali B\nextensions = cl_khr_icd\n%s"
+           "[platform]\nicd = a\nname = Mali A1\nextensions = cl_khr_icd\n%sextensions = cl_khr_device_uuid\n"
+           "uuid = 0123456789abcdef0123456789abcdef\n"
+           "[platform]\nicd = a\nname = Mali A2\nextensions = cl_khr_icd\n%sextensions = cl_khr_device_uuid\n"
+           "uuid = 0123456789abcdef0123456789abcdef\n",
+           mali, mali, mali);
+  bml_devices *l = discover_scenario(text);
+  cr_assert_eq(bml_devices_count(l), 1, "listed %zu times", bml_devices_count(l));
+  cr_expect(has_note(l, "(platforms \"Mali B\" and \"Mali A"), "the merged pair was not merged into B: the test "
+            "does not test what it says");
+  json_t *root = report(l);
+  json_t *regs = json_object_get(device_json(root, 0), "registrations");
+  cr_expect_eq(json_array_size(regs), 3, "registrations: %zu", json_array_size(regs));
+  const char *want[] = {"Mali A1", "Mali A2", "Mali B"};
+  for (size_t w = 0; w < 3; w++) {
+    bool seen = false;
+    for (size_t i = 0; i < json_array_size(regs); i++)
+      seen |= strcmp(json_string_value(json_array_get(regs, i)), want[w]) == 0;
+    cr_expect(seen, "%s is not among the registrations", want[w]);
+  }
+  json_decref(root);
+  bml_devices_free(l);
+}
+
 /* The nvidia fixture with `more` more NVIDIA display functions (00:07.0
  * on), in a directory of its own (dir: a mkdtemp template). */
 static void nvidia_tree(char *dir, int more) {

@@ -623,12 +623,18 @@ Test(oracle, a_cache_this_version_did_not_write_is_measured_again_and_replaced) 
   size_t i;
   bml_devices *l = tuning_fixture(dir, &i);
   const bml_device *d = bml_devices_get(l, i);
-  char edited[1024];
+  char edited[1024], layout2[1024];
   snprintf(edited, sizeof edited,
-           "{\"schema\": 2, \"entries\": [{\"device\": \"%s\", \"driver\": \"%s\", \"bankml_cl_version\": \"%s\", "
+           "{\"schema\": 3, \"entries\": [{\"device\": \"%s\", \"driver\": \"%s\", \"bankml_cl_version\": \"%s\", "
            "\"lrows\": 48, \"lrrows\": 32, \"lrrpt\": 4, \"lr_from_rows\": 0}]}",
            d->name, l->dev[i].cl.driver_version, bml_version_string());
-  const char *caches[] = {"{\"schema\": 1, \"entries\": []}", "{\"schema\": 2, \"entries\": {}}", "[1, 2]", edited};
+  /* layout 2's shapes were checked against the native build alone */
+  snprintf(layout2, sizeof layout2,
+           "{\"schema\": 2, \"entries\": [{\"device\": \"%s\", \"driver\": \"%s\", \"bankml_cl_version\": \"%s\", "
+           "\"lrows\": 32, \"lrrows\": 32, \"lrrpt\": 4, \"lr_from_rows\": 16384}]}",
+           d->name, l->dev[i].cl.driver_version, bml_version_string());
+  const char *caches[] = {"{\"schema\": 1, \"entries\": []}", "{\"schema\": 3, \"entries\": {}}", "[1, 2]", edited,
+                          layout2};
   bml__oracle_hooks h = {.quick = true};
   bml__oracle_set_hooks(&h);
   bml_log_set_sink(capture, NULL);

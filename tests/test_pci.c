@@ -574,19 +574,31 @@ Test(pci, id_files_that_do_not_parse_are_not_truncated_by_libpci) {
 }
 
 /* A FIFO where a sysfs file should be (a test tree's mistake, or a
- * hostile one) is not read: the lookup returns, its value unknown. */
+ * hostile one) is not read, by bankml-cl (numa_node) nor by libpci (the
+ * id files it opens blocking: revision, subsystem_vendor): the lookup
+ * returns, that value unknown. */
 Test(pci, a_fifo_in_the_tree_does_not_hang_a_lookup) {
+  static const char *const fifos[] = {"numa_node", "revision", "subsystem_vendor"};
   tree t;
   bml__sysfs fs;
   bml__pci_info i;
-  bml__notes notes = {0};
   tree_new(&t);
-  tree_pci_fn(&t, "0000:03:00.0", 0x1002, 0x73bf, 0x030000);
-  cr_assert_eq(mkfifo(tree_path(&t, "devices/pci0000:00/0000:03:00.0/numa_node"), 0644), 0);
+  for (unsigned k = 0; k < BML_ARRAY_SIZE(fifos); k++) {
+    char a[16], rel[96];
+    snprintf(a, sizeof a, "0000:0%u:00.0", 3 + k);
+    tree_pci_fn(&t, a, 0x1002, 0x73bf, 0x030000);
+    snprintf(rel, sizeof rel, "devices/pci0000:00/%s/%s", a, fifos[k]);
+    cr_assert_eq(mkfifo(tree_path(&t, rel), 0644), 0);
+  }
   bml__sysfs_init(&fs, t.root, NULL);
-  cr_expect_eq(bml__pci_lookup(&fs, (bml__pci_addr){true, 0, 3, 0, 0}, &i, &notes), 0);
-  cr_expect_eq(i.numa_node, -1);
-  bml__notes_free(&notes);
+  for (unsigned k = 0; k < BML_ARRAY_SIZE(fifos); k++) {
+    bml__notes notes = {0};
+    cr_expect_eq(bml__pci_lookup(&fs, (bml__pci_addr){true, 0, (uint8_t)(3 + k), 0, 0}, &i, &notes), 0, "%s",
+                 fifos[k]);
+    if (k == 0) cr_expect_eq(i.numa_node, -1);
+    if (k == 1) cr_expect_eq(i.revision, 0);
+    bml__notes_free(&notes);
+  }
   tree_free(&t);
 }
 
