@@ -108,7 +108,6 @@ typedef struct {
   double ready_time; /* the card's part enqueued: the CPU's part starts */
   double seen_busy, seen_done; /* a batch's CPU part looked at the card: when it last saw it at work, when done (0: not) */
   uint64_t act_bytes, nrec, out_rows; /* the card's activations, records and results, as planned */
-  struct card_clock *clock; /* when the card's reads completed, told by the driver (NULL: not asked) */
 } submission;
 
 typedef struct {
@@ -708,68 +707,9 @@ static int read_back(bml_worker *w, cl_command_queue q, readback *rb) {
                              (float *)w->outs.host + rb->at, 0, NULL, &rb->done);
 }
 
-/* When the card finished a submission, as the driver tells it: a callback
- * on each read's event notes the host's clock when the read completes (the
- * latest in `last`).  Without it, a card that finished before the CPU's
- * part (or before a caller's bml_worker_finish) was taken as busy until
- * then, and the limiter rested it for time the CPU or the caller had
- * spent.  The callbacks and the submission hold references: whichever is
- * last frees it (a callback may run after the worker is gone). */
-typedef struct card_clock {
-  _Atomic double last;
-  atomic_int refs;
-  int expected; /* the callbacks set */
-  atomic_int seen;
-} card_clock;
-
-static void clock_drop(card_clock *k) {
-  if (k && atomic_fetch_sub(&k->refs, 1) == 1) free(k);
-}
-
-static void CL_CALLBACK read_completed(cl_event e, cl_int status, void *ctx) {
-  (void)e, (void)status; /* an error ends the read too: the card is done with it */
-  card_clock *k = ctx;
-  const double now = bml__now();
-  double was = atomic_load(&k->last);
-  while (now > was && !atomic_compare_exchange_weak(&k->last, &was, now)) continue;
-  atomic_fetch_add(&k->seen, 1);
-  clock_drop(k);
-}
-
-/* Asks for the reads' completion times (nothing when memory or the driver
- * says no: the limiter then bounds the card's time as before). */
-static void clock_reads(submission *s) {
-  if (s->nreads == 0) return;
-  card_clock *k = malloc(sizeof *k);
-  if (!k) return;
-  atomic_init(&k->last, 0.0);
-  atomic_init(&k->refs, 1);
-  atomic_init(&k->seen, 0);
-  k->expected = 0;
-  for (size_t i = 0; i < s->nreads; i++) {
-    atomic_fetch_add(&k->refs, 1);
-    if (clSetEventCallback(s->reads[i].done, CL_COMPLETE, read_completed, k) == CL_SUCCESS) {
-      k->expected++;
-    } else {
-      atomic_fetch_sub(&k->refs, 1);
-    }
-  }
-  s->clock = k;
-}
-
-/* The moment the card finished every read, when each callback has told
- * it; else 0. */
-static double clock_end(const submission *s) {
-  const card_clock *k = s->clock;
-  if (!k || k->expected == 0 || (size_t)k->expected != s->nreads || atomic_load(&k->seen) != k->expected) return 0;
-  return atomic_load(&k->last);
-}
-
 static void release_reads(submission *s) {
   for (size_t i = 0; i < s->nreads; i++) clReleaseEvent(s->reads[i].done);
   s->nreads = 0;
-  clock_drop(s->clock);
-  s->clock = NULL;
 }
 
 /* A launch per group, for the kernels that have no batched form (a test's
@@ -923,7 +863,6 @@ static int enqueue_groups(bml_worker *w, submission *s) {
     if (copied_in) clReleaseEvent(copied_in);
     if (rc == 0) rc = launch_each(w, s, q, nq, out_rows);
   }
-  if (rc == 0) clock_reads(s);
   double t_end = bml__now();
   for (size_t i = 0; rc == 0 && i < nq; i++) rc = clFlush(q[i]);
   if (s->count >= 64) /* a model's token: where the host's time goes */
@@ -1079,10 +1018,6 @@ static int complete(bml_worker *w, submission *s) {
     }
     w->time.wait += waited;
     w->time.copy += copied;
-    /* the driver's word where every read's callback has run (a card done
-     * before the CPU's part was taken as busy until it ended) */
-    const double done = clock_end(s);
-    if (done > s->dispatch_time && done < busy) busy = done;
     bml__limiter_dispatched(&w->limiter, s->dispatch_time, busy);
     release_reads(s);
     size_t on_card = 0;

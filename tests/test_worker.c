@@ -383,10 +383,7 @@ Test(worker, a_resting_card_sends_products_to_the_cpu) {
 }
 
 Test(worker, a_rest_shorter_than_the_cpu_would_take_is_waited_out) {
-  /* the card takes nearly every row, so it finishes after the CPU's few
-   * and each product meets the rest of the one before (with half the
-   * rows the card may finish first, its rest end before the CPU's part) */
-  bml_worker *w = open_worker("0.95");
+  bml_worker *w = open_worker("0.5");
   cr_assert_eq(bml_worker_set_limit(w, 0.5), 0); /* rest d after each dispatch of d */
   bml__worker_hooks h = {.kernel = BML_KERNEL_COUNT, .cpu_rate = 1.0}; /* the CPU: one weight a second */
   bml__worker_set_hooks(w, &h);
@@ -528,35 +525,6 @@ Test(worker, a_failed_move_keeps_the_history_of_moves) {
   bml__worker_set_hooks(w, &h);
   held_after(w, &m, 0.05, 2, (size_t[]){0, 50}); /* down again at once: it fails, then it is uploaded */
   held_after(w, &m, 0.85, 1, (size_t[]){50});    /* back up waits (8 products) */
-  unmake(&m);
-  bml_worker_close(w);
-}
-
-/* The card's rest follows the card's time, not the caller's: a product
- * finished 300 ms after its begin, the card done long before, rested the
- * card 300 ms more at the limit 0.5 (the time from the dispatch to the
- * finish was taken as the card's).  Now the driver says when each read
- * completed.  (Generous bounds: a card part here takes milliseconds.) */
-Test(worker, a_late_finish_does_not_rest_the_card_for_the_callers_time) {
-  bml_worker *w = open_worker("0.5");
-  cr_assert_eq(bml_worker_set_limit(w, 0.5), 0); /* a rest as long as the dispatch */
-  matrix m = make(2048, 4096, 5, true);
-  size_t card_rows;
-  const size_t nb = m.n / BML_Q1_0_BLOCK;
-  cr_assert_eq(bml_worker_begin(w, "m", m.w, m.rows, m.n, m.a, &card_rows), 0); /* the upload, untimed */
-  cr_assert_eq(bml_pool_q1_0_mat_vec(pool, m.w + card_rows * nb, m.rows - card_rows, m.n, m.a, m.got + card_rows), 0);
-  cr_assert_eq(bml_worker_finish(w, m.got), 0);
-  struct timespec pause = {0, 400 * 1000 * 1000};
-  nanosleep(&pause, NULL); /* any rest is over */
-  cr_assert_eq(bml_worker_begin(w, "m", m.w, m.rows, m.n, m.a, &card_rows), 0);
-  cr_assert_gt(card_rows, 0, "the card took no rows");
-  struct timespec late = {0, 300 * 1000 * 1000};
-  nanosleep(&late, NULL);
-  cr_assert_eq(bml_pool_q1_0_mat_vec(pool, m.w + card_rows * nb, m.rows - card_rows, m.n, m.a, m.got + card_rows), 0);
-  cr_assert_eq(bml_worker_finish(w, m.got), 0);
-  const double rest = bml__worker_limiter(w)->rest_until - bml__now();
-  cr_expect_lt(rest, 0.15, "the card rests %.1f ms after a product it finished long before the caller did", rest * 1e3);
-  cr_expect_lt(bml__first_difference(m.want, m.got, m.rows), 0);
   unmake(&m);
   bml_worker_close(w);
 }
