@@ -58,6 +58,8 @@ typedef struct {
   unsigned moves;      /* times the balance moved it (uploaded it again with another split) */
   int last_dir;        /* the last move's direction: +1 the card's part grew, -1 it shrank */
   size_t since_move;   /* products planned since it was uploaded */
+  uint64_t planned;    /* the submission (bml_worker.plans) that last planned a group on it: a
+                          group of the same matrix after it takes the rows it planned */
 } entry;
 
 /* One group of the submission in flight. */
@@ -173,6 +175,7 @@ struct bml_worker {
   counters count;
   timings time;
   int errors_in_row;
+  uint64_t plans; /* submissions planned (entry.planned) */
   bool retired;
   atomic_flag driving;
   bml__worker_hooks hooks;
@@ -309,11 +312,6 @@ static entry *known_entry(bml_worker *w, const bml_product *p, size_t count) {
   for (size_t i = 0; i < w->nentries; i++)
     if (entry_is(w->entries[i], p, count)) return w->entries[i];
   return NULL;
-}
-
-static entry *find_entry(bml_worker *w, const bml_product *p, size_t count) {
-  entry *e = known_entry(w, p, count);
-  return e ? e : new_entry(w, p, count);
 }
 
 static bml__shape *find_shape(bml_worker *w, size_t rows, size_t n) {
@@ -475,8 +473,7 @@ static void count_cpu(uint64_t *counter, size_t count) { *counter += count; }
 /* The group's card rows: the ones its matrix holds on the card when the
  * balance's wish is close to them or not yet far (STRIKES, COOLDOWN);
  * else the wish.  Returns their sum. */
-static size_t keep_held(bml_worker *w, submission *s, const group *g, size_t total) {
-  entry *e = known_entry(w, s->p + g->first, g->count);
+static size_t keep_held(bml_worker *w, submission *s, const group *g, entry *e, size_t total) {
   if (!e || !e->m.nchunks || w->share_fixed) return total;
   e->since_move++;
   double loss = 0;
@@ -503,13 +500,6 @@ static size_t keep_held(bml_worker *w, submission *s, const group *g, size_t tot
 }
 
 /* Plans one group: which rows go to the card, its entry uploaded. */
-/* Whether a group planned before g in this submission computes on e. */
-static bool planned_before(const submission *s, const group *g, const entry *e) {
-  for (const group *o = s->groups; o < g; o++)
-    if (o->e == e) return true;
-  return false;
-}
-
 static void plan_group(bml_worker *w, submission *s, group *g, bool resting) {
   g->e = NULL;
   g->forced = false;
@@ -530,15 +520,15 @@ static void plan_group(bml_worker *w, submission *s, group *g, bool resting) {
     count_cpu(&w->count.on_cpu_resting, g->count);
     return;
   }
-  entry *known = known_entry(w, s->p + g->first, g->count);
-  if (known && planned_before(s, g, known)) {
+  entry *known = known_entry(w, s->p + g->first, g->count); /* looked up once: a token has hundreds */
+  if (known && known->planned == w->plans) {
     /* the same matrix again in this submission, with another activation:
      * the rows it holds, as the group before planned them (keep_held
      * would count it twice, and a move would take that group's rows) */
     total = 0;
     for (size_t i = 0; i < g->count; i++) total += s->card_rows[g->first + i] = known->held[i];
   } else {
-    total = keep_held(w, s, g, total);
+    total = keep_held(w, s, g, known, total);
   }
   /* The kernels' records hold offsets of 32 bits: a group whose activation
    * (after every record) or results would end past them runs on the CPU,
@@ -547,7 +537,7 @@ static void plan_group(bml_worker *w, submission *s, group *g, bool resting) {
   const uint64_t act = s->act_bytes + bml__card_act_bytes(n), nrec = s->nrec + bml__card_matrix_chunks(w->card, total, n);
   const uint64_t in = staging_in_bytes(w, act, nrec);
   const uint64_t lim = w->hooks.offset_limit ? w->hooks.offset_limit : UINT32_MAX;
-  entry *e = in > lim || s->out_rows + total > lim ? NULL : find_entry(w, s->p + g->first, g->count);
+  entry *e = in > lim || s->out_rows + total > lim ? NULL : known ? known : new_entry(w, s->p + g->first, g->count);
   int rc = e ? ensure_uploaded(w, e, s->card_rows + g->first, staging_growth(w, in, s->out_rows + total))
              : BML_ENOMEM;
   if (rc != 0) {
@@ -562,6 +552,7 @@ static void plan_group(bml_worker *w, submission *s, group *g, bool resting) {
     return;
   }
   g->e = e;
+  e->planned = w->plans;
   s->act_bytes = act, s->nrec = nrec, s->out_rows += total; /* e->m: total rows, in the chunks counted */
 }
 
@@ -610,6 +601,7 @@ static int plan(bml_worker *w, submission *s) {
   s->card_rows = w->card_rows;
   s->groups = w->groups;
   s->ngroups = 0;
+  w->plans++;
   s->act_bytes = s->nrec = s->out_rows = 0;
   bool resting = rest_or_wait(w, s);
   for (size_t i = 0; i < s->count;) {
