@@ -275,8 +275,8 @@ typedef struct {
 /* Fills o with the defaults.  Cannot fail. */
 BML_EXTERN void bml_verify_options_init(bml_verify_options *o);
 
-/* Verifies device i of d on the card: the fma probe, then both kernels (and
- * the emulated-fma build) on random data with -128 quants and special
+/* Verifies device i of d on the card: the fma probe, then every kernel (six,
+ * each with the native and the emulated fma) on random data with -128 quants and special
  * scales, on layer-shaped data, on shapes from 64x128 to 12288x4096, and on
  * every case of ggml's golden file (a line says when no copy is installed;
  * a named or installed one that cannot be read fails); every row is compared

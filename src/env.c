@@ -54,10 +54,14 @@ int bml__parse_double(const char *s, double lo, double hi, double *out) {
   return 0;
 }
 
-/* The value of name, or NULL when unset or empty. */
+/* The value of name, or NULL when unset or empty.  Each one set is said
+ * under BANKML_DEBUG=env (not BANKML_DEBUG itself: reading it is what
+ * turns the categories on). */
 static const char *env_value(const char *name) {
   const char *v = getenv(name);
-  return v && *v ? v : NULL;
+  if (!v || !*v) return NULL;
+  if (strcmp(name, "BANKML_DEBUG") != 0) bml__debug(BML_CAT_ENV, "%s=\"%s\"", name, v);
+  return v;
 }
 
 int bml__env_threads(int *out) {

@@ -422,6 +422,9 @@ static void examine(struct bml_devices *l, const bml__sysfs *fs) {
     d->software = software_kind(d, sysfs_readable);
     d->pub.kind = classify(d);
     judge(d, l->software_allowed);
+    bml__debug(BML_CAT_DEVICE, "\"%s\" (platform \"%s\"): %s, matched by %s%s%s, %s%s", d->cl.name,
+               d->cl.platform_name, bml_device_kind_name(d->pub.kind), d->matched_by, d->pci_str[0] ? " at " : "",
+               d->pci_str, d->pub.usable ? "usable" : "not usable: ", d->pub.usable ? "" : d->why_not);
   }
 }
 

@@ -91,6 +91,45 @@ static void expect_usage_error(struct run r, const char *named) {
   run_free(&r);
 }
 
+/* --help wins over every other option and its errors (bankml-cl(1)). */
+Test(cli, help_wins_over_other_options_and_their_errors) {
+  const char *const *const runs[] = {
+      (const char *const[]){"devices", "--help", "--brief", "--compact", NULL},
+      (const char *const[]){"devices", "--golden", "/nonexistent", "-h", NULL},
+      (const char *const[]){"bench", "--help", "--runs", "0", NULL},
+      (const char *const[]){"bench", "--model", "bonsai-8b", "--shape", "128x128", "--help", NULL},
+  };
+  for (size_t i = 0; i < sizeof runs / sizeof *runs; i++) {
+    struct run r = run_cli(runs[i]);
+    cr_expect_eq(r.status, 0, "run %zu: exit %d, stderr: %s", i, r.status, r.err);
+    cr_expect(strncmp(r.out, "usage: bankml-cl ", 17) == 0, "run %zu: %s", i, r.out);
+    cr_expect_str_empty(r.err, "run %zu", i);
+    run_free(&r);
+  }
+}
+
+/* --golden names what is wrong with the path: missing, or not a directory. */
+Test(cli, a_golden_path_that_is_a_file_is_not_a_directory) {
+  struct run r = RUN("devices", "--verify", "--golden", "/etc/passwd");
+  cr_expect_eq(r.status, 2);
+  cr_expect(strstr(r.err, "\"/etc/passwd\": not a directory") != NULL, "%s", r.err);
+  run_free(&r);
+}
+
+/* BANKML_DEBUG=device,env: each device's verdict and each variable read. */
+Test(cli, debug_device_and_env_say_something) {
+  setenv("BANKML_DEBUG", "device,env", 1);
+  setenv("BANKML_GPU", "off", 1);
+  struct run r = RUN("devices", "--brief");
+  unsetenv("BANKML_DEBUG");
+  unsetenv("BANKML_GPU");
+  cr_expect_eq(r.status, 0, "%s", r.err);
+  cr_expect(strstr(r.err, "debug: BANKML_GPU=\"off\"") != NULL, "%s", r.err);
+  if (strstr(r.out, "\n") == NULL) cr_skip_test("no OpenCL device here to say a verdict of");
+  cr_expect(strstr(r.err, ", matched by ") != NULL, "%s", r.err);
+  run_free(&r);
+}
+
 /* A thread count from the environment must not steer the runs below. */
 static void clean_environment(void) { unsetenv("BANKML_THREADS"); }
 

@@ -79,3 +79,11 @@ void cli_getopt_reset(void) {
   optind = 1;
 #endif
 }
+
+bool cli_asks_help(int argc, char **argv) {
+  for (int i = 1; i < argc; i++) {
+    if (strcmp(argv[i], "--") == 0) return false;
+    if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) return true;
+  }
+  return false;
+}

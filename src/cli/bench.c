@@ -378,8 +378,8 @@ static int run_modes(const struct bench_args *args) {
 int cmd_bench(int argc, char **argv) {
   struct bench_args args = {.cfg = {.runs = -1, .warmup = -1}};
   int max_threads = 0;
-  int status = parse_args(argc, argv, &args);
-  if (status == 0 && args.help) {
+  int status = cli_asks_help(argc, argv) ? 0 : parse_args(argc, argv, &args);
+  if (status == 0 && (args.help || cli_asks_help(argc, argv))) {
     usage(stdout);
     goto done;
   }

@@ -2,6 +2,8 @@
 #ifndef BML_CLI_H
 #define BML_CLI_H
 
+#include <stdbool.h>
+
 /* Exit status of the command; bankml-cl(1) documents each value under EXIT STATUS. */
 enum cli_exit {
   CLI_EXIT_OK = 0,    /* done, every check passed */
@@ -33,5 +35,10 @@ int cli_option_error(const char *cmd, int c, char **argv);
 
 /* Resets getopt_long so a subcommand can scan its own argv. */
 void cli_getopt_reset(void);
+
+/* Whether argv (a subcommand's, argv[0] its name) holds -h or --help
+ * before any "--": help then wins over every other option and its errors
+ * (bankml-cl(1): --help prints the usage and exits 0). */
+bool cli_asks_help(int argc, char **argv);
 
 #endif /* BML_CLI_H */

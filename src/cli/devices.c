@@ -25,8 +25,8 @@ static void usage(FILE *f) {
           "JSON object (schema in bankml-cl(1) and doc/DEVICES.md).\n"
           "\n"
           "With --verify, each selected card must prove on the card that it gives the\n"
-          "CPU kernel's bits: the fma probe, then both kernels (and the emulated-fma\n"
-          "build) on random data with -128 quants and special scales, on layer-shaped\n"
+          "CPU kernel's bits: the fma probe, then every kernel (six, each with the\n"
+          "native and the emulated fma) on random data with -128 quants and special scales, on layer-shaped\n"
           "data, on shapes from 64x128 to 12288x4096 and on ggml's golden cases; one\n"
           "line per check, every row compared bit for bit.\n"
           "\n"
@@ -90,7 +90,9 @@ static int parse_args(int argc, char **argv, struct devices_args *a) {
   struct stat st;
   if (a->golden && (!*a->golden || stat(a->golden, &st) != 0 || !S_ISDIR(st.st_mode))) {
     fprintf(stderr, "bankml-cl devices: --golden \"%s\": %s\n", a->golden,
-            !*a->golden ? "expected a directory" : "no such directory");
+            !*a->golden                    ? "expected a directory"
+            : stat(a->golden, &st) != 0 ? "no such directory"
+                                           : "not a directory");
     return CLI_EXIT_USAGE;
   }
   return CLI_EXIT_OK;
@@ -244,6 +246,10 @@ static int verify_selected(bml_devices *list, const char *golden) {
 
 int cmd_devices(int argc, char **argv) {
   struct devices_args a = {0};
+  if (cli_asks_help(argc, argv)) {
+    usage(stdout);
+    return CLI_EXIT_OK;
+  }
   int status = parse_args(argc, argv, &a);
   if (status != CLI_EXIT_OK) return status;
   if (a.help) {
