@@ -671,11 +671,17 @@ Test(pci, soc_lookup_on_a_missing_root_is_a_note) {
 
 /* ---- threads --------------------------------------------------------------------- */
 
+/* The fixture's pci.ids path, made before the threads start: fixture_ids()
+ * writes a static buffer, which four threads wrote at once (one of them
+ * now and then read it half written, and names came from the system's
+ * pci.ids: a failure about one run in thirty). */
+static const char *thread_ids;
+
 static void *lookups(void *arg) {
   bml__sysfs good, bad;
   bml__pci_info i;
   long *failures = arg;
-  fixture(&good, "amdgpu", fixture_ids());
+  fixture(&good, "amdgpu", thread_ids);
   bml__sysfs_init(&bad, "/nonexistent/bankml-sysfs", NULL);
   for (int k = 0; k < 25; k++) {
     bml__notes notes = {0};
@@ -691,6 +697,7 @@ static void *lookups(void *arg) {
 Test(pci, lookups_from_several_threads_keep_their_errors_apart) {
   pthread_t th[4];
   long failures[4] = {0};
+  thread_ids = fixture_ids();
   for (int t = 0; t < 4; t++) cr_assert_eq(pthread_create(&th[t], NULL, lookups, &failures[t]), 0);
   for (int t = 0; t < 4; t++) pthread_join(th[t], NULL);
   for (int t = 0; t < 4; t++) cr_expect_eq(failures[t], 0, "thread %d", t);
