@@ -213,7 +213,6 @@ static int lp_ids(struct pci_access *acc, bml__pci_addr addr, bml__pci_info *out
   return lp_names(acc, addr, out);
 }
 
-
 /* ---- method 2: plain sysfs reads ---------------------------------------------------- */
 /* The id files of a function's directory; where one is missing, the same
  * bytes of its config space (whose first 64 bytes anyone may read). */

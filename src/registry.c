@@ -252,22 +252,19 @@ static int dedupe(struct bml_devices *l, bool examined) {
   size_t kept = 0;
   for (size_t i = 0; i < l->len; i++) {
     bml__device *d = &l->dev[i];
+    if (!examined && add_registration(d, d->cl.platform_name) != 0) return BML_ENOMEM;
     size_t j = 0;
     while (j < kept && !same_device(&l->dev[j], d, examined)) j++;
     if (j < kept) {
       bml__notes_add(&l->notes, "device \"%s\" is registered twice (platforms \"%s\" and \"%s\", "
                      "two ICD files for one driver): listed once", d->cl.name,
                      l->dev[j].cl.platform_name, d->cl.platform_name);
-      /* its own platform; after the first pass, every one it was merged from */
-      int rc = 0;
-      if (!examined) rc = add_registration(&l->dev[j], d->cl.platform_name);
-      for (size_t r = 0; rc == 0 && examined && r < d->nregistrations; r++)
-        rc = add_registration(&l->dev[j], d->registrations[r]);
+      int rc = 0; /* every registration it holds (after the first pass, those merged into it) */
+      for (size_t r = 0; rc == 0 && r < d->nregistrations; r++) rc = add_registration(&l->dev[j], d->registrations[r]);
       free_record(d);
       if (rc != 0) return rc;
       continue;
     }
-    if (!examined && add_registration(d, d->cl.platform_name) != 0) return BML_ENOMEM;
     if (kept != i) {
       l->dev[kept] = *d;
       memset(d, 0, sizeof *d); /* moved: an error later frees every record, and this one once */

@@ -237,6 +237,11 @@ static int time_kernel(bml__card *c, const bml__build *b, bml__kernel_id k, benc
   return rc;
 }
 
+/* Whether a candidate's failure says only that its shape does not fit the
+ * device (the work-group, or the resources a launch of it needs): the
+ * tuning goes on without it. */
+static bool does_not_fit(int rc) { return rc == CL_INVALID_WORK_GROUP_SIZE || rc == CL_OUT_OF_RESOURCES; }
+
 /* Whether the emulated fma's build fits the card's current tunables: the
  * oracle builds it too (and the worker uses it where the native fma is not
  * exact), and its longer code may leave a kernel fewer work-items on a GPU
@@ -247,7 +252,7 @@ static bool emulated_fits(bml__card *c) {
   const int rc = bml__card_build(c, true, NULL, &b, &log);
   free(log);
   bml__build_release(&b);
-  return rc != CL_INVALID_WORK_GROUP_SIZE && rc != CL_OUT_OF_RESOURCES;
+  return !does_not_fit(rc);
 }
 
 /* Builds with the card's current tunables and times kernel k on both
@@ -294,11 +299,6 @@ static void release(bml__card *c, bench *t) {
   bml__card_buf_free(&t->act);
   bml__card_buf_free(&t->out);
 }
-
-/* Whether a candidate's failure says only that its shape does not fit the
- * device (the work-group, or the resources a launch of it needs): the
- * tuning goes on without it. */
-static bool does_not_fit(int rc) { return rc == CL_INVALID_WORK_GROUP_SIZE || rc == CL_OUT_OF_RESOURCES; }
 
 /* Times kernel k with the tunables (lrows; lrrows x lrrpt); 1 when the
  * device cannot take k's own (fit_rows changed them: the other kernel's,

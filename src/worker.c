@@ -1298,7 +1298,7 @@ static void note_failure(void *ctx, const bml_verify_line *l) {
 #define CHECK_LAYERS 2
 #define CHECK_PER_LAYER 7
 #define CHECK_PRODUCTS (CHECK_LAYERS * CHECK_PER_LAYER)
-#define CHECK_ACTS (CHECK_LAYERS * 4)
+#define CHECK_LAYER_ACTS 4 /* activations a layer of the check's model has (check_layer's act) */
 
 /* A layer of the check's model (hidden 512, key/value 128, intermediate
  * 1536): q, k and v share one activation, gate and up another. */
@@ -1329,9 +1329,9 @@ static int check_make(batch_check *b) {
     blocks += check_layer[i].rows * (check_layer[i].n / BML_Q1_0_BLOCK);
     rows += check_layer[i].rows;
   }
-  size_t act_n[4] = {0};
+  size_t act_n[CHECK_LAYER_ACTS] = {0};
   for (int i = 0; i < CHECK_PER_LAYER; i++) act_n[check_layer[i].act] = check_layer[i].n;
-  for (int a = 0; a < 4; a++) act_blocks += act_n[a] / BML_Q8_0_BLOCK;
+  for (int a = 0; a < CHECK_LAYER_ACTS; a++) act_blocks += act_n[a] / BML_Q8_0_BLOCK;
   memset(b, 0, sizeof *b);
   b->wts = malloc(CHECK_LAYERS * blocks * sizeof *b->wts);
   b->acts = malloc(CHECK_LAYERS * act_blocks * sizeof *b->acts);
@@ -1345,8 +1345,8 @@ static int check_make(batch_check *b) {
   int rc = 0;
   for (int layer = 0; rc == 0 && layer < CHECK_LAYERS; layer++) {
     const bool shaped = layer % 2 == 1;
-    bml_block_q8_0 *act[4];
-    for (int a = 0; rc == 0 && a < 4; a++) {
+    bml_block_q8_0 *act[CHECK_LAYER_ACTS];
+    for (int a = 0; rc == 0 && a < CHECK_LAYER_ACTS; a++) {
       act[a] = at;
       rc = bml__gen_q8_0(&seed, at, act_n[a], shaped);
       at += act_n[a] / BML_Q8_0_BLOCK;
@@ -1406,11 +1406,8 @@ static int check_round(bml_worker *w, batch_check *b, unsigned round, char *why,
     for (size_t i = 0; rc == 0 && i < CHECK_PRODUCTS; want += b->p[i].rows, got += b->p[i].rows, i++) {
       const long bad = bml__first_difference(want, got, b->p[i].rows);
       if (bad < 0) continue;
-      uint32_t cw, cg;
-      memcpy(&cw, &want[bad], sizeof cw);
-      memcpy(&cg, &got[bad], sizeof cg);
       snprintf(why, len, "%s: %s (%zux%zu) row %ld differs (cpu 0x%08x, card 0x%08x)", what, b->p[i].name, b->p[i].rows,
-               b->p[i].n, bad, cw, cg);
+               b->p[i].n, bad, bml__float_bits(want[bad]), bml__float_bits(got[bad]));
       rc = BML_EVERIFY;
     }
     if (rc == 0)
@@ -1441,8 +1438,7 @@ static int check_batches(bml_worker *w, char *why, size_t len) {
   }
   check_free(&b);
   if (rc != 0 && rc != BML_ENOMEM && rc != BML_EVERIFY) {
-    size_t at = strlen(why);
-    if (at == 0) snprintf(why, len, "the worker's batch failed on the card: %s", bml_strerror(rc));
+    if (!why[0]) snprintf(why, len, "the worker's batch failed on the card: %s", bml_strerror(rc));
     rc = BML_EVERIFY;
   }
   return rc;

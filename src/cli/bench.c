@@ -378,8 +378,9 @@ static int run_modes(const struct bench_args *args) {
 int cmd_bench(int argc, char **argv) {
   struct bench_args args = {.cfg = {.runs = -1, .warmup = -1}};
   int max_threads = 0;
-  int status = cli_asks_help(argc, argv) ? 0 : parse_args(argc, argv, &args);
-  if (status == 0 && (args.help || cli_asks_help(argc, argv))) {
+  const bool help = cli_asks_help(argc, argv); /* before the other options' errors */
+  int status = help ? 0 : parse_args(argc, argv, &args);
+  if (status == 0 && (help || args.help)) {
     usage(stdout);
     goto done;
   }

@@ -26,9 +26,9 @@ static void usage(FILE *f) {
           "\n"
           "With --verify, each selected card must prove on the card that it gives the\n"
           "CPU kernel's bits: the fma probe, then every kernel (six, each with the\n"
-          "native and the emulated fma) on random data with -128 quants and special scales, on layer-shaped\n"
-          "data, on shapes from 64x128 to 12288x4096 and on ggml's golden cases; one\n"
-          "line per check, every row compared bit for bit.\n"
+          "native and the emulated fma) on random data with -128 quants and special\n"
+          "scales, on layer-shaped data, on shapes from 64x128 to 12288x4096 and on\n"
+          "ggml's golden cases; one line per check, every row compared bit for bit.\n"
           "\n"
           "Options:\n"
           "  --brief      one line per device instead of JSON\n"
@@ -88,11 +88,10 @@ static int parse_args(int argc, char **argv, struct devices_args *a) {
     return CLI_EXIT_USAGE;
   }
   struct stat st;
-  if (a->golden && (!*a->golden || stat(a->golden, &st) != 0 || !S_ISDIR(st.st_mode))) {
+  const bool exists = a->golden && *a->golden && stat(a->golden, &st) == 0;
+  if (a->golden && (!exists || !S_ISDIR(st.st_mode))) {
     fprintf(stderr, "bankml-cl devices: --golden \"%s\": %s\n", a->golden,
-            !*a->golden                    ? "expected a directory"
-            : stat(a->golden, &st) != 0 ? "no such directory"
-                                           : "not a directory");
+            !*a->golden ? "expected a directory" : !exists ? "no such directory" : "not a directory");
     return CLI_EXIT_USAGE;
   }
   return CLI_EXIT_OK;
@@ -168,7 +167,6 @@ struct verdict {
 
 static void print_line(void *ctx, const bml_verify_line *l) {
   struct verdict *v = ctx;
-  bool *golden_skipped = &v->golden_skipped;
   char shape[48];
   bool native_probe = strcmp(l->check, "fma probe") == 0 && strcmp(l->fma, "native") == 0;
   /* the native fma probe's cases that differ only choose the emulated fma:
@@ -181,7 +179,7 @@ static void print_line(void *ctx, const bml_verify_line *l) {
     print_probe(l);
   } else if (strcmp(l->check, "golden") == 0 && l->ok) {
     printf("%zu %s: %s\n", l->device, l->device_name, l->detail ? l->detail : "golden cases");
-    *golden_skipped = true; /* the note the oracle writes when no copy is installed */
+    v->golden_skipped = true; /* the note the oracle writes when no copy is installed */
   } else if (strcmp(l->check, "golden") == 0) {
     printf("%zu %s: NOT VERIFIED \u2014 %s; bankml-cl will not use this card\n", l->device, l->device_name,
            l->detail ? l->detail : "ggml's golden cases cannot be read");
