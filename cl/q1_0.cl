@@ -42,6 +42,16 @@
  *                            oracle must refuse (its results are not the other kernels')
  */
 
+/* The table kernels' helpers take their shapes (rows, slices, lanes) as
+ * arguments that are constants where they are inlined; a copy left out of
+ * line would loop over them at run time (and clang says it cannot unroll
+ * it), so clang is told to inline them. */
+#if defined(__clang__)
+#define BML_INLINE inline __attribute__((always_inline))
+#else
+#define BML_INLINE inline
+#endif
+
 #ifndef BML_WG
 #define BML_WG 64 /* work-group size of q1_0_mat_vec8: a multiple of 8 */
 #endif
@@ -215,8 +225,11 @@ void q1_0_mat_vec8(__global const uint4 *restrict bits, __global const float *re
  * serves more rows on big products).  A work-group of 8 * lr work-items
  * takes lr * rpt rows: work-item lid computes lane l = lid / lr of rows
  * lid % lr + i * lr, so a SIMD group of 32 reads one lane's 16 table words
- * (two lanes' 32 when lr is 16) and no two of them share a bank.  The lanes
- * meet in local memory at the end and are joined in the reference order.
+ * (two lanes' 32 when lr is 16) and no two of them share a bank.  With
+ * -DBML_LRLPT=2, q1_0_mat_vec_lr's work-items compute two lanes each (2m
+ * and 2m + 1, one lookup instruction each, as before), 4 * lr of them a
+ * work-group, and read each scale d0 once for both.  The lanes meet in local
+ * memory at the end and are joined in the reference order.
  *
  * Per tile the work-group builds the next tile's table (from activation
  * values loaded a tile earlier) into the other half of a double buffer and
@@ -237,6 +250,9 @@ void q1_0_mat_vec8(__global const uint4 *restrict bits, __global const float *re
 #ifndef BML_LRRPT
 #define BML_LRRPT 4 /* q1_0_mat_vec_lr: rows per work-item (1 to 4) */
 #endif
+#ifndef BML_LRLPT
+#define BML_LRLPT 1 /* q1_0_mat_vec_lr: lanes per work-item (1 or 2; times BML_LRRPT at most 4) */
+#endif
 #ifndef BML_LAHEAD
 #define BML_LAHEAD 2 /* tiles of weights a work-item holds besides the one in use (a ring: with it): 2 to 4 */
 #endif
@@ -248,6 +264,9 @@ void q1_0_mat_vec8(__global const uint4 *restrict bits, __global const float *re
 #endif
 #if BML_LAHEAD < 2 || BML_LRRPT < 1 || BML_LRRPT > 4 || (BML_LHALVES != 1 && BML_LHALVES != 2)
 #error "BML_LAHEAD must be 2 or more, BML_LRRPT 1 to 4, BML_LHALVES 1 or 2"
+#endif
+#if (BML_LRLPT != 1 && BML_LRLPT != 2) || BML_LRLPT * BML_LRRPT > 4 || 8 / BML_LRLPT * BML_LRROWS < 64
+#error "BML_LRLPT must be 1 or 2, BML_LRLPT * BML_LRRPT at most 4, and q1_0_mat_vec_lr's work-group 64 or more"
 #endif
 #define BML_LTAB 4096u /* words of one tile's table: 8 blocks * 4 sub-blocks * 8 lanes * 16 patterns */
 
@@ -303,19 +322,20 @@ static inline void bml_lbuild(__local float *tab, uint u, const bml_lsrc *x, con
  * sub-block, the lane and the swizzle.  BML_LBLOCK spends a shift and one
  * three-input logic operation per lookup; BML_LWORD (full tiles, where
  * the device permutes bytes) less (below). */
-#define BML_LT(j, byteoff) (*(__local const float *)((__local const char *)tab + (j) * (512u * 4u) + (byteoff)))
+#define BML_LT(j, byteoff) (*(__local const float *)((__local const char *)tu + (j) * (512u * 4u) + (byteoff)))
 #define BML_LNIB(x, sh) (((sh) >= 2 ? (x) >> ((sh) - 2) : (x) << (2 - (sh))) & 0x3Cu) /* 4 * bits sh..sh+3 of x */
 
-/* One block's lane: ab = ((P0 + P1) + P2) + P3 from the table (x: the word
- * holding the block's 16 bits at bit h), then the outer fma with the
- * block's scale (dl: the row's scales of the tile, one per gr words). */
+/* One block's lane: ab = ((P0 + P1) + P2) + P3 from the table (tu: the
+ * lane's; x: the word holding the block's 16 bits at bit h), then the outer
+ * fma with the block's scale (dl: the row's scales of the tile, one per gs
+ * words). */
 #define BML_LBLOCK(x, h, j, acc, dl)                                              \
   do {                                                                            \
     float ab_ = BML_LT(j, BML_LNIB(x, (h)) ^ c0);                                 \
     ab_ = ab_ + BML_LT(j, BML_LNIB(x, (h) + 4) ^ c1);                             \
     ab_ = ab_ + BML_LT(j, BML_LNIB(x, (h) + 8) ^ c2);                             \
     ab_ = ab_ + BML_LT(j, BML_LNIB(x, (h) + 12) ^ c3);                            \
-    acc = BML_OUTER((dl)[(j) * gr], ab_, acc);                                    \
+    acc = BML_OUTER((dl)[(j) * gs], ab_, acc);                                    \
   } while (0)
 
 /* Two blocks at once (a full tile): the word x holds block ja's 16 bits in
@@ -350,18 +370,22 @@ static inline uint bml_byte_into(uint y, uint h, uint m) { return h | ((y >> (8u
     ab_ = ab_ + BML_LT(ja, bml_byte_into(y13, h1, 0u));                           \
     ab_ = ab_ + BML_LT(ja, bml_byte_into(y02, h2, 1u));                           \
     ab_ = ab_ + BML_LT(ja, bml_byte_into(y13, h3, 1u));                           \
-    acc = BML_OUTER((dl)[(ja) * gr], ab_, acc);                                   \
+    acc = BML_OUTER((dl)[(ja) * gs], ab_, acc);                                   \
     ab_ = BML_LT((ja) + 1u, bml_byte_into(y02, h0, 2u));                          \
     ab_ = ab_ + BML_LT((ja) + 1u, bml_byte_into(y13, h1, 2u));                    \
     ab_ = ab_ + BML_LT((ja) + 1u, bml_byte_into(y02, h2, 3u));                    \
     ab_ = ab_ + BML_LT((ja) + 1u, bml_byte_into(y13, h3, 3u));                    \
-    acc = BML_OUTER((dl)[((ja) + 1u) * gr], ab_, acc);                            \
+    acc = BML_OUTER((dl)[((ja) + 1u) * gs], ab_, acc);                            \
   } while (0)
 
-/* c of sub-block k for lane l in tile half par: the byte offset of the
- * pair's 16 words in block 0, with the swizzle in bits 2..5. */
-static inline uint bml_lc(uint par, uint k, uint l) {
-  const uint pair = 8u * k + l;
+/* c of sub-block k for lane l0 + u in tile half par (l0 even where a
+ * work-item has two lanes, u < 2): the byte offset of the pair's 16 words in
+ * block 0, with the swizzle in bits 2..5, less 64 u.  The 64 u (bit 6, which
+ * neither 4 * pattern nor the swizzle touch) is the lane's table pointer's
+ * (tu), a constant a lookup's address takes for nothing: pairs 2m and
+ * 2m + 1 have one swizzle, so a work-item's two lanes share their c. */
+static inline uint bml_lc(uint par, uint k, uint l0) {
+  const uint pair = 8u * k + l0;
   return ((par * BML_LTAB + pair * 16u) << 2) | (bml_swz(pair) << 2);
 }
 
@@ -376,7 +400,9 @@ static inline uint bml_lc(uint par, uint k, uint l) {
         bml_lbuild(tab + (nx_ & 1u) * (BML_LHALVES - 1u) * BML_LTAB, lid + i * wg, &src[i], unit);       \
     if ((tb) + 2u < nt)                                                                                  \
       for (uint i = 0; i < units; i++) bml_lsrc_load(&src[i], lid + i * wg, (tb) + 2u, nb, q, d1);       \
-    for (uint i = 0; i < rpt; i++) dtab[(nx_ & 1u) * 8u * gr + l * gr + i * lr + rr] = live[i] ? dq[slot][i] : 0.0f; \
+    for (uint i = 0; i < rpt; i++)                                                                      \
+      for (uint u = 0; u < lpt; u++)                                                                     \
+        dtab[(nx_ & 1u) * 8u * gr + (l0 + u) * gr + i * lr + rr] = live[i] ? dq[slot][i * lpt + u] : 0.0f; \
   }
 
 /* A full tile's lookups of a row (x: its lane's words), and what they need. */
@@ -402,63 +428,92 @@ static inline uint bml_lc(uint par, uint k, uint l) {
   BML_LBLOCK((x).w, 16, 7u, acc, dl)
 #define BML_LBYTES(c0, c1, c2, c3) (void)0
 #endif
-/* Tile tb's lookups for the work-item's rows (its lane l, row slice rr of
- * lr, rpt rows of gr a work-group), from their words w[i], into acc[i]. */
-static inline void bml_lookups(__local const float *tab, __local const float *dtab, const uint4 *w, float *acc,
-                        const bool *live, const uint tb, const uint nb, const uint l, const uint rr,
-                        const uint lr, const uint gr, const uint rpt) {
+/* Tile tb's lookups for the work-item's rows and lanes (lanes l0 + u, u <
+ * lpt; row slice rr of lr, rpt rows of gr a work-group), from their words
+ * w[i * lpt + u], into acc[i * lpt + u].  A work-item of one lane reads each
+ * scale d0 where it is used; one of two lanes reads a row's eight once for
+ * both. */
+static BML_INLINE void bml_lookups(__local const float *tab, __local const float *dtab, const uint4 *w, float *acc,
+                        const bool *live, const uint tb, const uint nb, const uint l0, const uint rr,
+                        const uint lr, const uint gr, const uint rpt, const uint lpt) {
   const uint par = (tb & 1u) * (BML_LHALVES - 1u); /* the table's half */
-  const uint c0 = bml_lc(par, 0, l), c1 = bml_lc(par, 1, l), c2 = bml_lc(par, 2, l), c3 = bml_lc(par, 3, l);
+  const uint c0 = bml_lc(par, 0, l0), c1 = bml_lc(par, 1, l0), c2 = bml_lc(par, 2, l0), c3 = bml_lc(par, 3, l0);
   BML_LBYTES(c0, c1, c2, c3);
   const uint kb = min(8u, nb - tb * 8u);
 #pragma unroll
   for (uint i = 0; i < rpt; i++) {
     if (!live[i]) continue;
-    __local const float *dl = dtab + (tb & 1u) * 8u * gr + i * lr + rr;
-    const uint4 x = w[i];
-    if (kb == 8u) {
-      BML_LFULL(x, acc[i], dl);
-    } else { /* the last tile of a row whose blocks are not a multiple of 8 */
-      const uint ws[8] = {x.x, x.x >> 16, x.y, x.y >> 16, x.z, x.z >> 16, x.w, x.w >> 16};
-      for (uint j = 0; j < kb; j++) BML_LBLOCK(ws[j], 0, j, acc[i], dl);
+    __local const float *dt = dtab + (tb & 1u) * 8u * gr + i * lr + rr;
+    float dz[8];
+    if (lpt > 1u) {
+#pragma unroll
+      for (uint j = 0; j < 8u; j++) dz[j] = dt[j * gr];
+    }
+#pragma unroll
+    for (uint u = 0; u < lpt; u++) {
+      __local const float *tu = tab + 16u * u;
+      const uint4 x = w[i * lpt + u];
+      if (lpt == 1u) {
+        __local const float *dl = dt;
+        const uint gs = gr;
+        if (kb == 8u) {
+          BML_LFULL(x, acc[i], dl);
+        } else { /* the last tile of a row whose blocks are not a multiple of 8 */
+          const uint ws[8] = {x.x, x.x >> 16, x.y, x.y >> 16, x.z, x.z >> 16, x.w, x.w >> 16};
+          for (uint j = 0; j < kb; j++) BML_LBLOCK(ws[j], 0, j, acc[i], dl);
+        }
+      } else {
+        const float *dl = dz;
+        const uint gs = 1u;
+        if (kb == 8u) {
+          BML_LFULL(x, acc[i * lpt + u], dl);
+        } else {
+          const uint ws[8] = {x.x, x.x >> 16, x.y, x.y >> 16, x.z, x.z >> 16, x.w, x.w >> 16};
+          for (uint j = 0; j < kb; j++) BML_LBLOCK(ws[j], 0, j, acc[i * lpt + u], dl);
+        }
+      }
     }
   }
 }
 
 /* Tile t's weights and scales d0 of the work-item's rows into a slot of
  * the queue (w, d). */
-static inline void bml_refill(__global const uint4 *bits, __global const float *d0, uint4 *w, float *d, const bool *live,
-                       const uint t, const uint nt, const uint l, const uint rows, const uint row0, const uint lr,
-                       const uint rpt) {
+static BML_INLINE void bml_refill(__global const uint4 *bits, __global const float *d0, uint4 *w, float *d, const bool *live,
+                       const uint t, const uint nt, const uint l0, const uint rows, const uint row0, const uint lr,
+                       const uint rpt, const uint lpt) {
 #pragma unroll
   for (uint i = 0; i < rpt; i++)
-    if (live[i] && t < nt) {
-      const uint at = (t * 8u + l) * rows + row0 + i * lr;
-      w[i] = bits[at];
-      d[i] = d0[at];
-    }
+#pragma unroll
+    for (uint u = 0; u < lpt; u++)
+      if (live[i] && t < nt) {
+        const uint at = (t * 8u + l0 + u) * rows + row0 + i * lr;
+        w[i * lpt + u] = bits[at];
+        d[i * lpt + u] = d0[at];
+      }
 }
 
-/* The body of the table kernels: work-group grp of a product; lr and rpt
- * are constants where it is inlined.  tab: BML_LHALVES * BML_LTAB floats;
- * dtab: 2 * 8 * lr * rpt floats. */
-static inline void bml_lanes(__global const uint4 *bits, __global const float *d0, __global const char4 *q,
+/* The body of the table kernels: work-group grp of a product; lr, rpt and
+ * lpt are constants where it is inlined (rpt * lpt <= 4).  A work-group of
+ * 8 / lpt * lr work-items takes lr * rpt rows: work-item lid computes lanes
+ * l0 + u (l0 = lid / lr * lpt, u < lpt) of rows lid % lr + i * lr (i < rpt).
+ * tab: BML_LHALVES * BML_LTAB floats; dtab: 2 * 8 * lr * rpt floats. */
+static BML_INLINE void bml_lanes(__global const uint4 *bits, __global const float *d0, __global const char4 *q,
                       __global const float *d1, const uint rows, const uint nb,
                       __global float *out, __local float *tab, __local float *dtab, const uint lr,
-                      const uint rpt, const uint grp) {
-  const uint wg = 8u * lr, gr = lr * rpt;
+                      const uint rpt, const uint lpt, const uint grp) {
+  const uint wg = 8u / lpt * lr, gr = lr * rpt, m = rpt * lpt;
   const uint unit = 4096u / wg < 16u ? 4096u / wg : 16u, units = 4096u / wg / unit;
-  const uint lid = get_local_id(0), l = lid / lr, rr = lid % lr;
+  const uint lid = get_local_id(0), l0 = lid / lr * lpt, rr = lid % lr;
   const uint row0 = grp * gr + rr; /* rows row0 + i * lr, i < rpt */
   const uint nt = (nb + 7u) / 8u;
   bool live[4];
 #pragma unroll
   for (uint i = 0; i < rpt; i++) live[i] = row0 + i * lr < rows;
-  /* work-item (l, rr) loads its lane's bits of its rows, and d0 of block 8t + l of its rows */
+  /* work-item (l0, rr) loads its lanes' bits of its rows, and d0 of blocks 8t + l0 + u of its rows */
   uint4 wq[BML_LAHEAD][4];
   float dq[BML_LAHEAD][4];
 #pragma unroll
-  for (uint a = 0; a < BML_LAHEAD; a++) bml_refill(bits, d0, wq[a], dq[a], live, a, nt, l, rows, row0, lr, rpt);
+  for (uint a = 0; a < BML_LAHEAD; a++) bml_refill(bits, d0, wq[a], dq[a], live, a, nt, l0, rows, row0, lr, rpt, lpt);
   /* tile 0's table now, tile 1's sources loaded */
   bml_lsrc src[4];
 #pragma unroll
@@ -471,10 +526,12 @@ static inline void bml_lanes(__global const uint4 *bits, __global const float *d
     for (uint i = 0; i < units; i++) bml_lsrc_load(&src[i], lid + i * wg, 1, nb, q, d1);
   }
 #pragma unroll
-  for (uint i = 0; i < rpt; i++) dtab[l * gr + i * lr + rr] = live[i] ? dq[0][i] : 0.0f;
+  for (uint i = 0; i < rpt; i++)
+#pragma unroll
+    for (uint u = 0; u < lpt; u++) dtab[(l0 + u) * gr + i * lr + rr] = live[i] ? dq[0][i * lpt + u] : 0.0f;
   float acc[4];
 #pragma unroll
-  for (uint i = 0; i < rpt; i++) acc[i] = 0.0f;
+  for (uint i = 0; i < m; i++) acc[i] = 0.0f;
   barrier(CLK_LOCAL_MEM_FENCE);
 #if BML_RING
   /* The weights' queue is a ring: tile t is in slot t % BML_LAHEAD, and a
@@ -489,8 +546,8 @@ static inline void bml_lanes(__global const uint4 *bits, __global const float *d
 #if BML_LHALVES == 2
       BML_LNEXT(tb, ns);
 #endif
-      bml_lookups(tab, dtab, wq[ph], acc, live, tb, nb, l, rr, lr, gr, rpt);
-      bml_refill(bits, d0, wq[ph], dq[ph], live, tb + BML_LAHEAD, nt, l, rows, row0, lr, rpt);
+      bml_lookups(tab, dtab, wq[ph], acc, live, tb, nb, l0, rr, lr, gr, rpt, lpt);
+      bml_refill(bits, d0, wq[ph], dq[ph], live, tb + BML_LAHEAD, nt, l0, rows, row0, lr, rpt, lpt);
       barrier(CLK_LOCAL_MEM_FENCE);
 #if BML_LHALVES == 1
       BML_LNEXT(tb, ns);
@@ -505,16 +562,17 @@ static inline void bml_lanes(__global const uint4 *bits, __global const float *d
   for (uint tb = 0; tb < nt; tb++) {
     uint4 w[4];
 #pragma unroll
-    for (uint i = 0; i < rpt; i++) w[i] = wq[0][i];
+    for (uint i = 0; i < m; i++) w[i] = wq[0][i];
 #if BML_LHALVES == 2
     BML_LNEXT(tb, 1); /* before the queue moves: slot 1 is tile tb + 1 */
 #endif
 #pragma unroll
     for (uint a = 0; a + 1u < BML_LAHEAD; a++)
 #pragma unroll
-      for (uint i = 0; i < rpt; i++) wq[a][i] = wq[a + 1u][i], dq[a][i] = dq[a + 1u][i];
-    bml_refill(bits, d0, wq[BML_LAHEAD - 1], dq[BML_LAHEAD - 1], live, tb + BML_LAHEAD, nt, l, rows, row0, lr, rpt);
-    bml_lookups(tab, dtab, w, acc, live, tb, nb, l, rr, lr, gr, rpt);
+      for (uint i = 0; i < m; i++) wq[a][i] = wq[a + 1u][i], dq[a][i] = dq[a + 1u][i];
+    bml_refill(bits, d0, wq[BML_LAHEAD - 1], dq[BML_LAHEAD - 1], live, tb + BML_LAHEAD, nt, l0, rows, row0, lr, rpt,
+               lpt);
+    bml_lookups(tab, dtab, w, acc, live, tb, nb, l0, rr, lr, gr, rpt, lpt);
     barrier(CLK_LOCAL_MEM_FENCE);
 #if BML_LHALVES == 1
     BML_LNEXT(tb, 0); /* the queue has moved: slot 0 is tile tb + 1 */
@@ -524,7 +582,9 @@ static inline void bml_lanes(__global const uint4 *bits, __global const float *d
 #endif
   /* join the lanes: the table is free now */
 #pragma unroll
-  for (uint i = 0; i < rpt; i++) tab[l * gr + i * lr + rr] = acc[i];
+  for (uint i = 0; i < rpt; i++)
+#pragma unroll
+    for (uint u = 0; u < lpt; u++) tab[(l0 + u) * gr + i * lr + rr] = acc[i * lpt + u];
   barrier(CLK_LOCAL_MEM_FENCE);
   for (uint x = lid; x < gr; x += wg) {
     const uint r = grp * gr + x;
@@ -544,11 +604,11 @@ void q1_0_mat_vec_l(__global const uint4 *restrict bits, __global const float *r
   __local float dtab[2 * 8 * BML_LROWS];     /* [tile half][block][row]: the scales d0 */
   const uint n = nb * 128u;
   BML_ACTIVATION(act_base, act_off, n);
-  bml_lanes(bits + bits_off, d0 + d0_off, q, d1, rows, nb, out_base + out_off, tab, dtab, BML_LROWS, 1u,
+  bml_lanes(bits + bits_off, d0 + d0_off, q, d1, rows, nb, out_base + out_off, tab, dtab, BML_LROWS, 1u, 1u,
             get_group_id(0));
 }
 
-__kernel __attribute__((reqd_work_group_size(8 * BML_LRROWS, 1, 1)))
+__kernel __attribute__((reqd_work_group_size(8 / BML_LRLPT * BML_LRROWS, 1, 1)))
 void q1_0_mat_vec_lr(__global const uint4 *restrict bits, __global const float *restrict d0,
                      __global const char *restrict act_base, const uint act_off, const uint rows,
                      const uint nb, __global float *restrict out_base, const uint out_off, const uint bits_off,
@@ -558,7 +618,7 @@ void q1_0_mat_vec_lr(__global const uint4 *restrict bits, __global const float *
   const uint n = nb * 128u;
   BML_ACTIVATION(act_base, act_off, n);
   bml_lanes(bits + bits_off, d0 + d0_off, q, d1, rows, nb, out_base + out_off, tab, dtab, BML_LRROWS, BML_LRRPT,
-            get_group_id(0));
+            BML_LRLPT, get_group_id(0));
 }
 
 /*
@@ -584,11 +644,11 @@ static inline __global const uint *bml_desc_of(__global const uint *desc, uint n
   return desc + BML_DESC_WORDS * lo;
 }
 
-#define BML_BATCHED(lr, rpt)                                                                                  \
+#define BML_BATCHED(lr, rpt, lpt)                                                                                  \
   __global const uint *d_ = bml_desc_of((__global const uint *)(act_base + desc_off), ndesc, get_group_id(0)); \
   const uint rows = d_[1], nb = d_[2];                                                                         \
   BML_ACTIVATION(act_base, d_[5], nb * 128u);                                                                  \
-  bml_lanes(bits + d_[3], d0 + d_[4], q, d1, rows, nb, out_base + d_[6], tab, dtab, (lr), (rpt),               \
+  bml_lanes(bits + d_[3], d0 + d_[4], q, d1, rows, nb, out_base + d_[6], tab, dtab, (lr), (rpt), (lpt),        \
             get_group_id(0) - d_[0])
 
 __kernel __attribute__((reqd_work_group_size(8 * BML_LROWS, 1, 1)))
@@ -597,10 +657,10 @@ void q1_0_mat_vec_lb(__global const uint4 *restrict bits, __global const float *
                      __global float *restrict out_base) {
   __local float tab[BML_LHALVES * BML_LTAB];
   __local float dtab[2 * 8 * BML_LROWS];
-  BML_BATCHED(BML_LROWS, 1u);
+  BML_BATCHED(BML_LROWS, 1u, 1u);
 }
 
-__kernel __attribute__((reqd_work_group_size(8 * BML_LRROWS, 1, 1)))
+__kernel __attribute__((reqd_work_group_size(8 / BML_LRLPT * BML_LRROWS, 1, 1)))
 void q1_0_mat_vec_lrb(__global const uint4 *restrict bits, __global const float *restrict d0,
                       __global const char *restrict act_base, const uint desc_off, const uint ndesc,
                       __global float *restrict out_base) {
@@ -609,7 +669,7 @@ void q1_0_mat_vec_lrb(__global const uint4 *restrict bits, __global const float 
 #if defined(BML_TEST_SKIP_LRB) && BML_TEST_SKIP_LRB
   return;
 #endif
-  BML_BATCHED(BML_LRROWS, BML_LRRPT);
+  BML_BATCHED(BML_LRROWS, BML_LRRPT, BML_LRLPT);
 }
 
 /* The fma probe: out[i] = fma(a[i], b[i], c[i]) with the device's fma, and

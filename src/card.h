@@ -77,6 +77,7 @@ typedef struct bml__card {
   size_t kernel_wg_cap_emulated; /* test hook: the same for the emulated fma's build only (0: none) */
   size_t lrows;          /* q1_0_mat_vec_l's rows per work-group (-DBML_LROWS) */
   size_t lrrows, lrrpt;  /* q1_0_mat_vec_lr's rows per slice and slices (-DBML_LRROWS, -DBML_LRRPT) */
+  size_t lrlpt;          /* q1_0_mat_vec_lr's lanes per work-item (-DBML_LRLPT: 1 or 2) */
   size_t lr_from;        /* products of this many rows or more run q1_0_mat_vec_lr, the others _l (tune.c) */
   size_t run_bytes;      /* a batch's launches are cut every this many bytes of weights (0: BML_RUN_BYTES);
                             the worker's check at open sets it small, for a launch per record */
@@ -107,11 +108,14 @@ void bml__slab_release_all(bml__card *c);
 uint64_t bml__card_slab_bytes(const bml__card *c);
 
 /* Sets the table kernels' shapes for later builds: q1_0_mat_vec_l's rows
- * per work-group, q1_0_mat_vec_lr's rows per slice and slices per
- * work-item.  A work-group is 8 work-items per row of a slice: rows are
- * halved (not below 8) until it fits the device's work-group size; slices
- * are clamped to 1..4.  Cannot fail. */
-void bml__card_set_tunables(bml__card *c, size_t lrows, size_t lrrows, size_t lrrpt);
+ * per work-group, q1_0_mat_vec_lr's rows per slice, slices per work-item
+ * and lanes per work-item.  A work-group is 8 / lanes work-items per row of
+ * a slice: rows are halved (not below a work-group of 64) until it fits the
+ * device's work-group size; lanes other than 2 are 1, and slices are
+ * clamped to 1..4 / lanes.  Cannot fail. */
+void bml__card_set_tunables(bml__card *c, size_t lrows, size_t lrrows, size_t lrrpt, size_t lrlpt);
+/* q1_0_mat_vec_lr's work-group size. */
+size_t bml__card_lr_wg(const bml__card *c);
 
 /* Whether the table kernels double-buffer their table (32 KiB of local
  * memory and the scales): on a card with less, one buffer and a second

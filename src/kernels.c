@@ -219,9 +219,10 @@ void bml__card_buf_free(bml__card_buf *b) {
 
 static size_t round_up(size_t v, size_t m) { return (v + m - 1) / m * m; }
 
-/* The table kernels' work-group: 8 work-items per row of a slice, and the
- * rows one work-group takes (-DBML_LROWS, or -DBML_LRROWS x -DBML_LRRPT). */
-static size_t table_local(const bml__card *c, bool lr) { return 8 * (lr ? c->lrrows : c->lrows); }
+/* The table kernels' work-group: 8 work-items per row of a slice (8 /
+ * -DBML_LRLPT for _lr), and the rows one work-group takes (-DBML_LROWS, or
+ * -DBML_LRROWS x -DBML_LRRPT). */
+static size_t table_local(const bml__card *c, bool lr) { return lr ? bml__card_lr_wg(c) : 8 * c->lrows; }
 static size_t table_rows(const bml__card *c, bool lr) { return lr ? c->lrrows * c->lrrpt : c->lrows; }
 
 /* Global and local sizes of kernel k over rows; the global size is padded to

@@ -508,6 +508,8 @@ int bml__oracle_verify(const bml__device *d, size_t index, const bml_verify_opti
   c->kernel_wg_cap_emulated = hooks.kernel_wg_emulated;
   int tuned = bml__tune(c, &d->cl);
   if (tuned != 0) bml__debug(BML_CAT_BUILD, "tuning failed (%s): the default tunables", bml_err_name(tuned));
+  if (hooks.lr_shape[0])
+    bml__card_set_tunables(c, c->lrows, hooks.lr_shape[0], hooks.lr_shape[1], hooks.lr_shape[2]);
   if ((rc = build(&v, c, false, &native)) != 0 || (rc = probe(&v, c, &native, &native_ok)) != 0) goto done;
   if ((rc = build(&v, c, true, &emulated)) != 0) goto done;
   ng = load_golden(&v, &g);

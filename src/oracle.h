@@ -25,6 +25,8 @@ typedef struct {
                                  second (on one queue, after several gave other bits) */
   bool fail_calibration;      /* the worker's calibration at open fails as on the card
                                 (CL_OUT_OF_RESOURCES) */
+  size_t lr_shape[3];         /* q1_0_mat_vec_lr built with these rows per slice, slices and lanes
+                                 per work-item instead of the tuning's (0 rows: the tuning's) */
 } bml__oracle_hooks;
 
 /* Sets (NULL: clears) the hooks for every later verification.  Not

@@ -41,7 +41,7 @@ int bml__card_open(const bml__cl_info *ci, bml__card **out, char *err, size_t er
    * slower, so other compilers keep the queue (cl/q1_0.cl). */
   c->nvidia_driver = ci->vendor_id == 0x10de && ci->platform_vendor && strstr(ci->platform_vendor, "NVIDIA");
   c->nvidia_build = c->nvidia_driver;
-  bml__card_set_tunables(c, 32, 32, 4);
+  bml__card_set_tunables(c, 32, 32, 4, 1);
   c->lr_from = SIZE_MAX;
   cl_context_properties props[] = {CL_CONTEXT_PLATFORM, (cl_context_properties)ci->platform, 0};
   c->ctx = clCreateContext(props, 1, &ci->id, NULL, NULL, &rc);
@@ -101,17 +101,23 @@ void bml__card_close(bml__card *c) {
   free(c);
 }
 
-static size_t fit_rows(const bml__card *c, size_t rows) {
-  if (rows < 8) rows = 8;
-  while (rows > 8 && rows * 8 > c->max_work_group) rows /= 2;
+/* Rows of a slice whose work-group (8 / lanes work-items a row) fits the
+ * device: halved down to a work-group of 64. */
+static size_t fit_rows(const bml__card *c, size_t rows, size_t lanes) {
+  const size_t least = 8 * lanes;
+  if (rows < least) rows = least;
+  while (rows > least && rows * 8 / lanes > c->max_work_group) rows /= 2;
   return rows;
 }
 
-void bml__card_set_tunables(bml__card *c, size_t lrows, size_t lrrows, size_t lrrpt) {
-  c->lrows = fit_rows(c, lrows);
-  c->lrrows = fit_rows(c, lrrows);
-  c->lrrpt = lrrpt < 1 ? 1 : lrrpt > 4 ? 4 : lrrpt;
+void bml__card_set_tunables(bml__card *c, size_t lrows, size_t lrrows, size_t lrrpt, size_t lrlpt) {
+  c->lrlpt = lrlpt == 2 ? 2 : 1;
+  c->lrows = fit_rows(c, lrows, 1);
+  c->lrrows = fit_rows(c, lrrows, c->lrlpt);
+  c->lrrpt = lrrpt < 1 ? 1 : lrrpt > 4 / c->lrlpt ? 4 / c->lrlpt : lrrpt;
 }
+
+size_t bml__card_lr_wg(const bml__card *c) { return 8 / c->lrlpt * c->lrrows; }
 
 /* The local memory of the table kernels: a tile's table is 16 KiB, the
  * scales 2 * 8 * rows floats. */
@@ -131,8 +137,9 @@ size_t bml__card_wg8(const bml__card *c) {
  * -cl-unsafe-math-optimizations or -cl-denorms-are-zero. */
 static void build_options(const bml__card *c, bool emulate, const char *extra, char *buf, size_t len) {
   size_t wg8 = bml__card_wg8(c);
-  snprintf(buf, len, "-DBML_WG=%zu -DBML_LROWS=%zu -DBML_LRROWS=%zu -DBML_LRRPT=%zu -DBML_LHALVES=%d%s%s%s%s%s", wg8,
-           c->lrows, c->lrrows, c->lrrpt, bml__card_table_halves2(c) ? 2 : 1,
+  snprintf(buf, len,
+           "-DBML_WG=%zu -DBML_LROWS=%zu -DBML_LRROWS=%zu -DBML_LRRPT=%zu -DBML_LRLPT=%zu -DBML_LHALVES=%d%s%s%s%s%s",
+           wg8, c->lrows, c->lrrows, c->lrrpt, c->lrlpt, bml__card_table_halves2(c) ? 2 : 1,
            c->cr_divide_sqrt ? " -cl-fp32-correctly-rounded-divide-sqrt" : "", emulate ? " -DBML_EMULATE_FMA=1" : "",
            c->nvidia_build ? " -DBML_PRMT=1 -DBML_RING=1" : "", extra && *extra ? " " : "", extra ? extra : "");
 }
@@ -173,7 +180,7 @@ static int create_kernels(bml__build *b) {
 static size_t needed_wg(const bml__card *c, cl_kernel kern, const bml__build *b) {
   if (kern == b->kernel[BML_KERNEL_MAT_VEC8]) return bml__card_wg8(c);
   if (kern == b->kernel[BML_KERNEL_MAT_VEC_L] || kern == b->batched[BML_BATCHED_L]) return 8 * c->lrows;
-  if (kern == b->kernel[BML_KERNEL_MAT_VEC_LR] || kern == b->batched[BML_BATCHED_LR]) return 8 * c->lrrows;
+  if (kern == b->kernel[BML_KERNEL_MAT_VEC_LR] || kern == b->batched[BML_BATCHED_LR]) return bml__card_lr_wg(c);
   return 0;
 }
 

@@ -13,12 +13,14 @@
 #include <unistd.h>
 
 /* The candidates of q1_0_mat_vec_l (rows per work-group) and of
- * q1_0_mat_vec_lr (rows per slice, slices per work-item).  The last of
- * each (64 work-items a group) is tried only where none before it fits a
- * kernel's work-group limit (CL_KERNEL_WORK_GROUP_SIZE, below 128 on some
- * small GPUs). */
+ * q1_0_mat_vec_lr (rows per slice, slices per work-item, lanes per
+ * work-item: a work-item of two lanes reads a row's scales once for both).
+ * The last of each (64 work-items a group) is tried only where none before
+ * it fits a kernel's work-group limit (CL_KERNEL_WORK_GROUP_SIZE, below 128
+ * on some small GPUs). */
 static const size_t l_candidates[] = {16, 32, 64, 8};
-static const size_t lr_candidates[][2] = {{32, 2}, {32, 3}, {32, 4}, {16, 4}, {64, 2}, {8, 4}};
+static const size_t lr_candidates[][3] = {{32, 2, 1}, {32, 3, 1}, {32, 4, 1}, {16, 4, 1},
+                                          {64, 2, 1}, {64, 2, 2}, {8, 4, 1}};
 
 /* The measured products: few rows (where a work-item per row leaves a big
  * card idle) and many, both of a model's width, a few kernels back to back
@@ -31,20 +33,25 @@ static const size_t lr_candidates[][2] = {{32, 2}, {32, 3}, {32, 4}, {16, 4}, {6
 
 static bool tuning_off;
 
+const size_t (*bml__tune_lr_candidates(size_t *n))[3] {
+  *n = BML_ARRAY_SIZE(lr_candidates);
+  return lr_candidates;
+}
+
 void bml__tune_disable(bool off) { tuning_off = off; }
 
 /* What the tuning decides. */
 typedef struct {
-  size_t lrows, lrrows, lrrpt, lr_from;
+  size_t lrows, lrrows, lrrpt, lrlpt, lr_from;
   double us_few, us_many;
 } choice;
 
 /* Before any measurement, or when it fails: shapes that did well on every
  * card measured, and _lr from 16384 rows. */
-static const choice default_choice = {32, 32, 4, 16384, 0, 0};
+static const choice default_choice = {32, 32, 4, 1, 16384, 0, 0};
 
 static void apply(bml__card *c, const choice *ch) {
-  bml__card_set_tunables(c, ch->lrows, ch->lrrows, ch->lrrpt);
+  bml__card_set_tunables(c, ch->lrows, ch->lrrows, ch->lrrpt, ch->lrlpt);
   c->lr_from = ch->lr_from;
 }
 
@@ -54,8 +61,9 @@ static void apply(bml__card *c, const choice *ch) {
  * "always" and "never"; its entries are measured again); 3 since the
  * shapes fit the emulated fma's build too (2's were checked against the
  * native build alone, and one that the emulated build does not fit would
- * refuse the card at every open: they are measured again). */
-#define TUNE_SCHEMA 3
+ * refuse the card at every open: they are measured again); 4 since _lr's
+ * lanes per work-item ("lrlpt") are a tunable. */
+#define TUNE_SCHEMA 4
 
 /* Said once a process: where the tuning cannot be remembered, and why. */
 static atomic_bool cache_warned;
@@ -126,7 +134,7 @@ static bool candidate(const choice *c) {
   bool l = false, lr = false;
   for (size_t i = 0; i < BML_ARRAY_SIZE(l_candidates); i++) l |= c->lrows == l_candidates[i];
   for (size_t i = 0; i < BML_ARRAY_SIZE(lr_candidates); i++)
-    lr |= c->lrrows == lr_candidates[i][0] && c->lrrpt == lr_candidates[i][1];
+    lr |= c->lrrows == lr_candidates[i][0] && c->lrrpt == lr_candidates[i][1] && c->lrlpt == lr_candidates[i][2];
   return l && lr;
 }
 
@@ -138,7 +146,7 @@ static bool load(const char *path, const bml__cl_info *ci, choice *ch) {
   for (size_t i = 0; !found && i < json_array_size(entries); i++) {
     json_t *e = json_array_get(entries, i);
     if (!entry_matches(e, ci)) continue;
-    choice c = {field(e, "lrows", 4096), field(e, "lrrows", 4096), field(e, "lrrpt", 4), 0, 0, 0};
+    choice c = {field(e, "lrows", 4096), field(e, "lrrows", 4096), field(e, "lrrpt", 4), field(e, "lrlpt", 4), 0, 0, 0};
     json_t *from = json_object_get(e, "lr_from_rows"); /* -1: never */
     json_int_t f = json_integer_value(from);
     c.lr_from = f < 0 ? SIZE_MAX : (size_t)f;
@@ -176,10 +184,11 @@ static void save_locked(const char *path, const bml__cl_info *ci, const choice *
   for (size_t i = json_array_size(entries); i-- > 0;)
     if (entry_matches(json_array_get(entries, i), ci)) json_array_remove(entries, i);
   json_int_t from = ch->lr_from > (size_t)INT32_MAX ? -1 : (json_int_t)ch->lr_from; /* -1: never */
-  if (!root || json_array_append_new(entries, json_pack("{s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:f, s:f}", "device", ci->name,
+  if (!root || json_array_append_new(entries, json_pack("{s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:f, s:f}", "device", ci->name,
                                            "driver", ci->driver_version, "bankml_cl_version", bml_version_string(),
                                            "lrows", (json_int_t)ch->lrows, "lrrows", (json_int_t)ch->lrrows,
-                                           "lrrpt", (json_int_t)ch->lrrpt, "lr_from_rows", from, "us_4096x4096",
+                                           "lrrpt", (json_int_t)ch->lrrpt, "lrlpt", (json_int_t)ch->lrlpt,
+                                           "lr_from_rows", from, "us_4096x4096",
                                            ch->us_few, "us_32768x4096", ch->us_many)) != 0) {
     json_decref(root);
     return;
@@ -300,13 +309,15 @@ static void release(bml__card *c, bench *t) {
   bml__card_buf_free(&t->out);
 }
 
-/* Times kernel k with the tunables (lrows; lrrows x lrrpt); 1 when the
- * device cannot take k's own (fit_rows changed them: the other kernel's,
- * fitted down, are only its company in the build), else time_candidate's. */
-static int try_shape(bml__card *c, bml__kernel_id k, bench *t, size_t lrows, size_t lrrows, size_t lrrpt, double *few,
+/* Times kernel k with the tunables (lrows; lr: lrrows x lrrpt, lrlpt
+ * lanes); 1 when the device cannot take k's own (fit_rows changed them: the
+ * other kernel's, fitted down, are only its company in the build), else
+ * time_candidate's. */
+static int try_shape(bml__card *c, bml__kernel_id k, bench *t, size_t lrows, const size_t *lr, double *few,
                      double *many) {
-  bml__card_set_tunables(c, lrows, lrrows, lrrpt);
-  const bool beyond = k == BML_KERNEL_MAT_VEC_L ? c->lrows != lrows : c->lrrows != lrrows || c->lrrpt != lrrpt;
+  bml__card_set_tunables(c, lrows, lr[0], lr[1], lr[2]);
+  const bool beyond = k == BML_KERNEL_MAT_VEC_L ? c->lrows != lrows
+                                                : c->lrrows != lr[0] || c->lrrpt != lr[1] || c->lrlpt != lr[2];
   return beyond ? 1 : time_candidate(c, k, t, few, many);
 }
 
@@ -324,9 +335,9 @@ static int measure(bml__card *c, choice *best, bool both) {
   bool l_found = false, lr_found = false;
   for (size_t i = 0; rc == 0 && i < nl && !(l_found && i == nl - 1); i++) {
     double few, many;
-    rc = try_shape(c, BML_KERNEL_MAT_VEC_L, &t, l_candidates[i], best->lrrows, best->lrrpt, &few, &many);
-    if (rc == CL_INVALID_WORK_GROUP_SIZE)
-      rc = try_shape(c, BML_KERNEL_MAT_VEC_L, &t, l_candidates[i], lr_least[0], lr_least[1], &few, &many);
+    const size_t lr_best[3] = {best->lrrows, best->lrrpt, best->lrlpt};
+    rc = try_shape(c, BML_KERNEL_MAT_VEC_L, &t, l_candidates[i], lr_best, &few, &many);
+    if (rc == CL_INVALID_WORK_GROUP_SIZE) rc = try_shape(c, BML_KERNEL_MAT_VEC_L, &t, l_candidates[i], lr_least, &few, &many);
     if (rc == 1 || does_not_fit(rc)) {
       bml__debug(BML_CAT_BUILD, "tuning \"%s\": _l %zu does not fit (%d)", c->name, l_candidates[i], rc);
       rc = 0;
@@ -338,18 +349,20 @@ static int measure(bml__card *c, choice *best, bool both) {
   }
   for (size_t i = 0; rc == 0 && i < nlr && !(lr_found && i == nlr - 1); i++) {
     double few, many;
-    rc = try_shape(c, BML_KERNEL_MAT_VEC_LR, &t, l_found ? best->lrows : l_candidates[nl - 1], lr_candidates[i][0],
-                   lr_candidates[i][1], &few, &many);
+    rc = try_shape(c, BML_KERNEL_MAT_VEC_LR, &t, l_found ? best->lrows : l_candidates[nl - 1], lr_candidates[i], &few,
+                   &many);
     if (rc == 1 || does_not_fit(rc)) {
-      bml__debug(BML_CAT_BUILD, "tuning \"%s\": _lr %zux%zu does not fit (%d)", c->name, lr_candidates[i][0],
-                 lr_candidates[i][1], rc);
+      bml__debug(BML_CAT_BUILD, "tuning \"%s\": _lr %zux%zu, %zu lanes, does not fit (%d)", c->name,
+                 lr_candidates[i][0], lr_candidates[i][1], lr_candidates[i][2], rc);
       rc = 0;
       continue;
     }
-    bml__debug(BML_CAT_BUILD, "tuning \"%s\": _lr %zux%zu: %.1f / %.1f us", c->name, c->lrrows, c->lrrpt, few, many);
+    bml__debug(BML_CAT_BUILD, "tuning \"%s\": _lr %zux%zu, %zu lanes: %.1f / %.1f us", c->name, c->lrrows, c->lrrpt,
+               c->lrlpt, few, many);
     /* _lr runs the products of many rows: judged on those */
     if (rc == 0 && many < lr_many)
-      lr_few = few, lr_many = many, best->lrrows = c->lrrows, best->lrrpt = c->lrrpt, lr_found = true;
+      lr_few = few, lr_many = many, best->lrrows = c->lrrows, best->lrrpt = c->lrrpt, best->lrlpt = c->lrlpt,
+      lr_found = true;
   }
   if (rc == 0 && (!l_found || !lr_found)) rc = CL_INVALID_WORK_GROUP_SIZE;
   /* the kernel for a product: _lr where it won, by rows */
@@ -365,8 +378,8 @@ int bml__tune(bml__card *c, const bml__cl_info *ci) {
   char path[1024];
   bool cached = cache_path(path, sizeof path) == 0 && load(path, ci, &ch);
   if (cached)
-    bml__debug(BML_CAT_BUILD, "tuning of \"%s\" remembered: _l %zu, _lr %zux%zu from %zu rows", c->name, ch.lrows,
-               ch.lrrows, ch.lrrpt, ch.lr_from);
+    bml__debug(BML_CAT_BUILD, "tuning of \"%s\" remembered: _l %zu, _lr %zux%zu, %zu lanes, from %zu rows", c->name,
+               ch.lrows, ch.lrrows, ch.lrrpt, ch.lrlpt, ch.lr_from);
   if (cached || tuning_off) {
     apply(c, &ch);
     return 0;
@@ -378,8 +391,8 @@ int bml__tune(bml__card *c, const bml__cl_info *ci) {
      * and only where it does not on every candidate (twice the builds) */
     apply(c, &ch);
     if (!emulated_fits(c)) {
-      bml__debug(BML_CAT_BUILD, "tuning \"%s\": the emulated fma's build does not fit _l %zu, _lr %zux%zu: "
-                 "measuring again with both builds", c->name, ch.lrows, ch.lrrows, ch.lrrpt);
+      bml__debug(BML_CAT_BUILD, "tuning \"%s\": the emulated fma's build does not fit _l %zu, _lr %zux%zu, %zu lanes: "
+                 "measuring again with both builds", c->name, ch.lrows, ch.lrrows, ch.lrrpt, ch.lrlpt);
       ch = default_choice;
       rc = measure(c, &ch, true);
     }
@@ -387,9 +400,9 @@ int bml__tune(bml__card *c, const bml__cl_info *ci) {
   if (rc != 0) ch = default_choice; /* a failed measurement is not fatal */
   apply(c, &ch);
   if (rc != 0) return rc;
-  bml__debug(BML_CAT_BUILD, "tuned \"%s\": _l %zu, _lr %zux%zu from %zu rows (%.1f us for %dx%d, %.1f for %dx%d)",
-             c->name, ch.lrows, ch.lrrows, ch.lrrpt, ch.lr_from, ch.us_few, TUNE_FEW, TUNE_N, ch.us_many, TUNE_MANY,
-             TUNE_N);
+  bml__debug(BML_CAT_BUILD, "tuned \"%s\": _l %zu, _lr %zux%zu, %zu lanes, from %zu rows (%.1f us for %dx%d, %.1f for %dx%d)",
+             c->name, ch.lrows, ch.lrrows, ch.lrrpt, ch.lrlpt, ch.lr_from, ch.us_few, TUNE_FEW, TUNE_N, ch.us_many,
+             TUNE_MANY, TUNE_N);
   if (path[0]) save(path, ci, &ch);
   return 0;
 }

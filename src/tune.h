@@ -15,6 +15,10 @@ int bml__tune(bml__card *c, const bml__cl_info *ci);
  * tuned threshold up, else q1_0_mat_vec_l.  Cannot fail. */
 bml__kernel_id bml__tune_kernel_for(const bml__card *c, size_t rows);
 
+/* q1_0_mat_vec_lr's candidate shapes (rows per slice, slices and lanes per
+ * work-item), *n of them: the tests verify each. */
+const size_t (*bml__tune_lr_candidates(size_t *n))[3];
+
 /* Tests: no measuring (the remembered or default tunables only). */
 void bml__tune_disable(bool off);
 

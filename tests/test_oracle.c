@@ -289,6 +289,70 @@ Test(oracle, nvidias_build_written_in_c_passes_every_check) {
   cr_expect(checked >= 4, "q1_0_mat_vec_lr checked on %zu shapes only", checked);
 }
 
+/* Shapes the tuning may choose for q1_0_mat_vec_lr (rows per slice, slices
+ * and lanes per work-item) besides the default that every other test
+ * builds: three slices, a slice of 16, and two lanes a work-item, the last
+ * also in NVIDIA's formulation written in C.  Each is built as asked and
+ * passes every check, or (a small GPU) is fitted down or refused for its
+ * work-group as the tuning would find. */
+Test(oracle, the_lr_kernels_other_shapes_pass_every_check) {
+  static const struct {
+    size_t shape[3];
+    const char *options;
+  } cases[] = {{{32, 3, 1}, NULL}, {{16, 4, 1}, NULL}, {{64, 2, 2}, NULL}, {{64, 2, 2}, "-DBML_LWORD_C=1 -DBML_RING=1"}};
+  size_t n, i, verified = 0;
+  const size_t(*shapes)[3] = bml__tune_lr_candidates(&n);
+  bml_devices *l = card_under_test(&i);
+  for (size_t k = 0; k < BML_ARRAY_SIZE(cases); k++) {
+    const size_t *want = cases[k].shape;
+    bool candidate = false;
+    for (size_t s = 0; s < n; s++) candidate |= memcmp(shapes[s], want, sizeof shapes[s]) == 0;
+    cr_expect(candidate, "_lr %zux%zu, %zu lanes is not a candidate of the tuning", want[0], want[1], want[2]);
+    bml__oracle_hooks h = {.extra_options = cases[k].options, .quick = true};
+    memcpy(h.lr_shape, want, sizeof h.lr_shape);
+    static collected c;
+    c.n = 0;
+    bml__card *card = NULL;
+    bml__build use;
+    const int rc = verify_keeping(l, i, &h, &c, &card, &use);
+    const bml_verify_line *last = c.n ? &c.lines[c.n - 1] : NULL;
+    if (rc != 0 && last && strcmp(last->check, "build") == 0 && last->detail &&
+        strstr(last->detail, "CL_INVALID_WORK_GROUP_SIZE")) {
+      cr_log_warn("_lr %zux%zu, %zu lanes: more work-items than this card's kernel takes", want[0], want[1], want[2]);
+      continue;
+    }
+    cr_expect_eq(rc, 0, "_lr %zux%zu, %zu lanes (%s): not verified", want[0], want[1], want[2],
+                 cases[k].options ? cases[k].options : "plain");
+    size_t checked = 0;
+    for (size_t k2 = 0; k2 < c.n; k2++) {
+      cr_expect(c.lines[k2].ok, "%s %s %zux%zu %s refused: %s", c.lines[k2].check, c.lines[k2].fma, c.lines[k2].rows,
+                c.lines[k2].n, c.lines[k2].regime, c.lines[k2].detail ? c.lines[k2].detail : "");
+      checked += strcmp(c.lines[k2].check, "q1_0_mat_vec_lr") == 0 && c.lines[k2].total > 0;
+    }
+    if (rc != 0) continue;
+    char built[64];
+    snprintf(built, sizeof built, "-DBML_LRROWS=%zu -DBML_LRRPT=%zu -DBML_LRLPT=%zu ", card->lrrows, card->lrrpt,
+             card->lrlpt);
+    cr_expect(strstr(use.options, built) != NULL, "the card's shape %s, built with %s", built, use.options);
+    if (8 / want[2] * want[0] > l->dev[i].cl.max_work_group) {
+      cr_expect_lt(card->lrrows, want[0], "_lr %zux%zu, %zu lanes: more work-items than the card's work-groups",
+                   want[0], want[1], want[2]);
+      cr_log_warn("_lr %zux%zu, %zu lanes: fitted to %zu rows a slice on this card", want[0], want[1], want[2],
+                  card->lrrows);
+    } else {
+      cr_expect(card->lrrows == want[0] && card->lrrpt == want[1] && card->lrlpt == want[2],
+                "asked for %zux%zu, %zu lanes, built %s", want[0], want[1], want[2], built);
+      verified++;
+    }
+    cr_expect(checked >= 4, "q1_0_mat_vec_lr checked on %zu shapes only", checked);
+    bml__build_release(&use);
+    bml__card_close(card);
+  }
+  cr_expect(verified > 0, "no shape was built as asked");
+  bml__oracle_set_hooks(NULL);
+  bml_devices_free(l);
+}
+
 /* Verifies the card under test with extra build options that break the
  * build: the verification must refuse the device, its last line being the
  * failed build.  Returns that line (in c). */
@@ -584,7 +648,9 @@ Test(oracle, tunables_are_measured_once_and_remembered) {
   size_t got = fread(text, 1, sizeof text - 1, f);
   text[got] = '\0';
   fclose(f);
-  cr_expect(strstr(text, bml_devices_get(l, i)->name) && strstr(text, "\"lrows\"") && strstr(text, "\"lrrpt\""), "%s", text);
+  cr_expect(strstr(text, bml_devices_get(l, i)->name) && strstr(text, "\"lrows\"") && strstr(text, "\"lrrpt\"") &&
+                strstr(text, "\"lrlpt\""),
+            "%s", text);
   /* what is remembered is what was measured, "always _lr" (0 rows) included */
   const char *tuned = strstr(logged, "tuned \"");
   char from[64] = "";
@@ -620,18 +686,28 @@ Test(oracle, a_cache_this_version_did_not_write_is_measured_again_and_replaced) 
   size_t i;
   bml_devices *l = tuning_fixture(dir, &i);
   const bml_device *d = bml_devices_get(l, i);
-  char edited[1024], layout2[1024];
+  char edited[1024], lanes[1024], layout3[1024], layout2[1024];
   snprintf(edited, sizeof edited,
+           "{\"schema\": 4, \"entries\": [{\"device\": \"%s\", \"driver\": \"%s\", \"bankml_cl_version\": \"%s\", "
+           "\"lrows\": 48, \"lrrows\": 32, \"lrrpt\": 4, \"lrlpt\": 1, \"lr_from_rows\": 0}]}",
+           d->name, l->dev[i].cl.driver_version, bml_version_string());
+  /* every shape a candidate but the lanes */
+  snprintf(lanes, sizeof lanes,
+           "{\"schema\": 4, \"entries\": [{\"device\": \"%s\", \"driver\": \"%s\", \"bankml_cl_version\": \"%s\", "
+           "\"lrows\": 32, \"lrrows\": 128, \"lrrpt\": 1, \"lrlpt\": 2, \"lr_from_rows\": 0}]}",
+           d->name, l->dev[i].cl.driver_version, bml_version_string());
+  /* layout 3 had no lanes per work-item */
+  snprintf(layout3, sizeof layout3,
            "{\"schema\": 3, \"entries\": [{\"device\": \"%s\", \"driver\": \"%s\", \"bankml_cl_version\": \"%s\", "
-           "\"lrows\": 48, \"lrrows\": 32, \"lrrpt\": 4, \"lr_from_rows\": 0}]}",
+           "\"lrows\": 32, \"lrrows\": 32, \"lrrpt\": 4, \"lr_from_rows\": 16384}]}",
            d->name, l->dev[i].cl.driver_version, bml_version_string());
   /* layout 2's shapes were checked against the native build alone */
   snprintf(layout2, sizeof layout2,
            "{\"schema\": 2, \"entries\": [{\"device\": \"%s\", \"driver\": \"%s\", \"bankml_cl_version\": \"%s\", "
            "\"lrows\": 32, \"lrrows\": 32, \"lrrpt\": 4, \"lr_from_rows\": 16384}]}",
            d->name, l->dev[i].cl.driver_version, bml_version_string());
-  const char *caches[] = {"{\"schema\": 1, \"entries\": []}", "{\"schema\": 3, \"entries\": {}}", "[1, 2]", edited,
-                          layout2};
+  const char *caches[] = {"{\"schema\": 1, \"entries\": []}", "{\"schema\": 4, \"entries\": {}}", "[1, 2]", edited,
+                          lanes, layout3, layout2};
   bml__oracle_hooks h = {.quick = true};
   bml__oracle_set_hooks(&h);
   bml_log_set_sink(capture, NULL);
@@ -776,7 +852,7 @@ Test(oracle, the_byte_permute_build_is_nvidias_and_a_refusal_falls_back_to_plain
   size_t i;
   bml_devices *l;
   bml__card *c = card_opened(&l, &i);
-  bml__card_set_tunables(c, 32, 32, 4);
+  bml__card_set_tunables(c, 32, 32, 4, 1);
   const bool nvidia = strstr(bml_devices_get(l, i)->platform, "NVIDIA") != NULL;
   cr_expect_eq(c->nvidia_build, nvidia, "NVIDIA's build chosen for \"%s\"", bml_devices_get(l, i)->platform);
   c->nvidia_build = true;
@@ -797,7 +873,7 @@ Test(oracle, the_byte_permute_build_is_nvidias_and_a_refusal_falls_back_to_plain
 }
 
 /* Planning needs no device: a card's table shapes and matrices' chunks. */
-static const bml__card plan_card = {.lrows = 32, .lrrows = 32, .lrrpt = 4};
+static const bml__card plan_card = {.lrows = 32, .lrrows = 32, .lrrpt = 4, .lrlpt = 1};
 
 /* Plans the items on plan_card and checks that each launch numbers its
  * records' work-groups from 0, in order.  Returns the launches. */
