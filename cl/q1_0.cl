@@ -245,7 +245,7 @@ void q1_0_mat_vec8(__global const uint4 *restrict bits, __global const float *re
 #define BML_LROWS 32 /* q1_0_mat_vec_l: rows per work-group (8 to 64) */
 #endif
 #ifndef BML_LRROWS
-#define BML_LRROWS 32 /* q1_0_mat_vec_lr: rows per row-slice of a work-group (8 to 64) */
+#define BML_LRROWS 32 /* q1_0_mat_vec_lr: rows per row-slice of a work-group (8 to 128) */
 #endif
 #ifndef BML_LRRPT
 #define BML_LRRPT 4 /* q1_0_mat_vec_lr: rows per work-item (1 to 4) */
