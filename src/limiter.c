@@ -29,9 +29,13 @@ bool bml__limiter_fits(const bml__limiter *l, uint64_t bytes, uint64_t mem_avail
 
 bool bml__limiter_resting(const bml__limiter *l, double now) { return now < l->rest_until; }
 
-void bml__limiter_dispatched(bml__limiter *l, double start, double end) {
-  double d = end > start ? end - start : 0.0;
+void bml__limiter_busy(bml__limiter *l, double busy, double end) {
+  const double d = busy > 0.0 ? busy : 0.0; /* NaN too */
   l->rest_until = end + d * (1.0 - l->limit) / l->limit;
+}
+
+void bml__limiter_dispatched(bml__limiter *l, double start, double end) {
+  bml__limiter_busy(l, end > start ? end - start : 0.0, end);
 }
 
 void bml__limiter_hold(bml__limiter *l, uint64_t bytes) { l->allocated += bytes; }

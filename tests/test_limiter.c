@@ -57,6 +57,20 @@ Test(limiter, card_rests_after_each_dispatch) {
   cr_expect(bml__limiter_resting(&l, 19.9) && !bml__limiter_resting(&l, 20.1), "limit 0.05: rest 19 d");
 }
 
+/* The card's own time, where the driver says it, sets the rest; it starts
+ * from the bound of the card's end that the host has. */
+Test(limiter, the_rest_follows_the_cards_busy_time_from_the_end_known) {
+  bml__limiter l;
+  bml__limiter_init(&l, 0.5, 1, false);
+  bml__limiter_busy(&l, 0.002, 10.3); /* 2 ms of work, seen done at 10.3: rest 2 ms from there */
+  cr_expect(bml__limiter_resting(&l, 10.3019) && !bml__limiter_resting(&l, 10.3021), "rest until %.4f",
+            l.rest_until);
+  bml__limiter_busy(&l, -1.0, 11.0);
+  cr_expect(!bml__limiter_resting(&l, 11.0), "no time, no rest");
+  bml__limiter_busy(&l, 0.0 / 0.0, 12.0);
+  cr_expect(!bml__limiter_resting(&l, 12.0), "NaN, no rest");
+}
+
 Test(limiter, median_of_even_and_odd_counts) {
   double odd[] = {5, 1, 3};
   double even[] = {4, 1, 3, 2, 6, 5};
