@@ -681,34 +681,33 @@ static void write_cache(const char *dir, const char *text) {
   fclose(f);
 }
 
+/* A cache file of layout `schema` with one entry for the card under test
+ * (l's device i): its shapes are `fields`. */
+static void cache_entry(char *buf, size_t len, int schema, const bml_devices *l, size_t i, const char *fields) {
+  snprintf(buf, len,
+           "{\"schema\": %d, \"entries\": [{\"device\": \"%s\", \"driver\": \"%s\", \"bankml_cl_version\": \"%s\", "
+           "%s}]}",
+           schema, bml_devices_get(l, i)->name, l->dev[i].cl.driver_version, bml_version_string(), fields);
+}
+
 /* A cache of another layout, odd JSON, or tunables no measurement gives (a
  * hand edit) is measured again and replaced, and the card still verifies. */
 Test(oracle, a_cache_this_version_did_not_write_is_measured_again_and_replaced) {
   char dir[] = "/tmp/bankml-cl-tune-XXXXXX";
   size_t i;
   bml_devices *l = tuning_fixture(dir, &i);
-  const bml_device *d = bml_devices_get(l, i);
   char edited[1024], lanes[1024], layout3[1024], layout2[1024];
-  snprintf(edited, sizeof edited,
-           "{\"schema\": 4, \"entries\": [{\"device\": \"%s\", \"driver\": \"%s\", \"bankml_cl_version\": \"%s\", "
-           "\"lrows\": 48, \"lrrows\": 32, \"lrrpt\": 4, \"lrlpt\": 1, \"lr_from_rows\": 0}]}",
-           d->name, l->dev[i].cl.driver_version, bml_version_string());
+  cache_entry(edited, sizeof edited, 4, l, i,
+              "\"lrows\": 48, \"lrrows\": 32, \"lrrpt\": 4, \"lrlpt\": 1, \"lr_from_rows\": 0");
   /* every shape a candidate but the lanes (32x4 is one, with one lane) */
-  snprintf(lanes, sizeof lanes,
-           "{\"schema\": 4, \"entries\": [{\"device\": \"%s\", \"driver\": \"%s\", \"bankml_cl_version\": \"%s\", "
-           "\"lrows\": 32, \"lrrows\": 32, \"lrrpt\": 4, \"lrlpt\": 2, \"lr_from_rows\": 0}]}",
-           d->name, l->dev[i].cl.driver_version, bml_version_string());
+  cache_entry(lanes, sizeof lanes, 4, l, i,
+              "\"lrows\": 32, \"lrrows\": 32, \"lrrpt\": 4, \"lrlpt\": 2, \"lr_from_rows\": 0");
   /* layout 3 had no lanes per work-item: an entry of it is measured again
    * even where it names them */
-  snprintf(layout3, sizeof layout3,
-           "{\"schema\": 3, \"entries\": [{\"device\": \"%s\", \"driver\": \"%s\", \"bankml_cl_version\": \"%s\", "
-           "\"lrows\": 32, \"lrrows\": 32, \"lrrpt\": 4, \"lrlpt\": 1, \"lr_from_rows\": 16384}]}",
-           d->name, l->dev[i].cl.driver_version, bml_version_string());
+  cache_entry(layout3, sizeof layout3, 3, l, i,
+              "\"lrows\": 32, \"lrrows\": 32, \"lrrpt\": 4, \"lrlpt\": 1, \"lr_from_rows\": 16384");
   /* layout 2's shapes were checked against the native build alone */
-  snprintf(layout2, sizeof layout2,
-           "{\"schema\": 2, \"entries\": [{\"device\": \"%s\", \"driver\": \"%s\", \"bankml_cl_version\": \"%s\", "
-           "\"lrows\": 32, \"lrrows\": 32, \"lrrpt\": 4, \"lr_from_rows\": 16384}]}",
-           d->name, l->dev[i].cl.driver_version, bml_version_string());
+  cache_entry(layout2, sizeof layout2, 2, l, i, "\"lrows\": 32, \"lrrows\": 32, \"lrrpt\": 4, \"lr_from_rows\": 16384");
   const char *caches[] = {"{\"schema\": 1, \"entries\": []}", "{\"schema\": 4, \"entries\": {}}", "[1, 2]", edited,
                           lanes, layout3, layout2};
   bml__oracle_hooks h = {.quick = true};
