@@ -34,10 +34,6 @@ void bml__limiter_busy(bml__limiter *l, double busy, double end) {
   l->rest_until = end + d * (1.0 - l->limit) / l->limit;
 }
 
-void bml__limiter_dispatched(bml__limiter *l, double start, double end) {
-  bml__limiter_busy(l, end > start ? end - start : 0.0, end);
-}
-
 void bml__limiter_hold(bml__limiter *l, uint64_t bytes) { l->allocated += bytes; }
 
 void bml__limiter_drop(bml__limiter *l, uint64_t bytes) {

@@ -28,8 +28,6 @@ void bml__limiter_init(bml__limiter *l, double limit, uint64_t card_mem, bool in
 bool bml__limiter_fits(const bml__limiter *l, uint64_t bytes, uint64_t mem_available);
 /* Is the card resting at `now`? */
 bool bml__limiter_resting(const bml__limiter *l, double now);
-/* A dispatch ran from start to end: the card rests (end-start)(1-L)/L. */
-void bml__limiter_dispatched(bml__limiter *l, double start, double end);
 /* The card was at work `busy` seconds of a dispatch that ended by `end`:
  * it rests busy(1-L)/L from end.  (end may be later than the card's
  * work, when only a bound of it is known: the rest then ends later too,

@@ -1012,10 +1012,11 @@ static int complete(bml_worker *w, submission *s) {
     w->time.copy += copied;
     /* the rest: where the card finished first and a batch's CPU part saw
      * it done, its work ended by then, and the rest runs from then, as long
-     * as the time from the dispatch to then (the CPU's part after it, and a
-     * late bml_worker_finish, are not the card's); else from the end known.
-     * The driver's own clock would say more, but profiled queues cost the
-     * H200 about 4 us a product (doc/WORKER.md). */
+     * as the time from the dispatch to then (the CPU's part after it is not
+     * the card's); else from the end known, which a single product's CPU
+     * part or a late bml_worker_finish still lengthens (nothing looks at
+     * the card then).  The driver's own clock would say more, but profiled
+     * queues cost the H200 about 4 us a product (doc/WORKER.md). */
     const double done = card_first && s->seen_done > 0 && s->seen_done < busy ? s->seen_done : busy;
     bml__limiter_busy(&w->limiter, done - s->dispatch_time, done);
     release_reads(s);

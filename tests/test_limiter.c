@@ -45,15 +45,15 @@ Test(limiter, card_rests_after_each_dispatch) {
   bml__limiter l;
   bml__limiter_init(&l, 0.8, 1, false);
   cr_expect(!bml__limiter_resting(&l, 0.0));
-  bml__limiter_dispatched(&l, 10.0, 10.4); /* d = 0.4: rest 0.4 * 0.2 / 0.8 = 0.1 */
+  bml__limiter_busy(&l, 0.4, 10.4); /* d = 0.4: rest 0.4 * 0.2 / 0.8 = 0.1 */
   cr_expect(bml__limiter_resting(&l, 10.45));
   cr_expect(bml__limiter_resting(&l, 10.4999));
   cr_expect(!bml__limiter_resting(&l, 10.5001));
   bml__limiter_init(&l, 1.0, 1, false);
-  bml__limiter_dispatched(&l, 1.0, 2.0);
+  bml__limiter_busy(&l, 1.0, 2.0);
   cr_expect(!bml__limiter_resting(&l, 2.0), "limit 1: no rest");
   bml__limiter_init(&l, 0.05, 1, false);
-  bml__limiter_dispatched(&l, 0.0, 1.0);
+  bml__limiter_busy(&l, 1.0, 1.0);
   cr_expect(bml__limiter_resting(&l, 19.9) && !bml__limiter_resting(&l, 20.1), "limit 0.05: rest 19 d");
 }
 
