@@ -97,6 +97,7 @@ typedef struct {
   size_t npieces;
   readback *reads;   /* in the order they complete on the card, more or less */
   size_t nreads;
+  size_t reads_done; /* reads [0, reads_done) seen complete (card_done) */
   bool on_card;      /* something was enqueued */
   bml__shape *shape; /* a single product's shape, for its calibration */
   bml__balance *balance; /* where its share comes from and what it teaches (NULL: the open's share) */
@@ -702,6 +703,7 @@ static int read_back(bml_worker *w, cl_command_queue q, readback *rb) {
 static void release_reads(submission *s) {
   for (size_t i = 0; i < s->nreads; i++) clReleaseEvent(s->reads[i].done);
   s->nreads = 0;
+  s->reads_done = 0;
 }
 
 /* A launch per group, for the kernels that have no batched form (a test's
@@ -941,11 +943,19 @@ static void scatter(bml_worker *w, const submission *s, const readback *rb) {
   else copy_slice(&c, 0, rb->len);
 }
 
-/* The execution status of the submission's last read, the card's last
- * command; false when there is none or the driver cannot say. */
-static bool last_read_state(const submission *s, cl_int *state) {
-  return s->nreads && clGetEventInfo(s->reads[s->nreads - 1].done, CL_EVENT_COMMAND_EXECUTION_STATUS,
-                                     sizeof *state, state, NULL) == CL_SUCCESS;
+/* Whether the card is done with the submission: every read complete.
+ * With several queues the last read enqueued can end before another
+ * queue's; reads once seen complete are not asked again.  False when
+ * there is none, or the driver cannot say. */
+static bool card_done(submission *s) {
+  for (; s->reads_done < s->nreads; s->reads_done++) {
+    cl_int state = CL_QUEUED;
+    if (clGetEventInfo(s->reads[s->reads_done].done, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof state, &state,
+                       NULL) != CL_SUCCESS ||
+        state != CL_COMPLETE)
+      return false;
+  }
+  return s->nreads > 0;
 }
 
 /* What a submission that ran teaches: the CPU's rate, and the balance of
@@ -990,8 +1000,7 @@ static int complete(bml_worker *w, submission *s) {
   bool card_first = false;
   if (s->on_card) {
     int err = CL_SUCCESS;
-    cl_int last;
-    card_first = last_read_state(s, &last) && last == CL_COMPLETE;
+    card_first = card_done(s);
     /* busy: the last moment the card is known to have been at work (for
      * the limiter; the copies out in between are the host's time) */
     double waited = 0, copied = 0, busy = bml__now();
@@ -1016,7 +1025,7 @@ static int complete(bml_worker *w, submission *s) {
      * the card's); else from the end known, which a single product's CPU
      * part or a late bml_worker_finish still lengthens (nothing looks at
      * the card then).  The driver's own clock would say more, but profiled
-     * queues cost the H200 about 4 us a product (doc/WORKER.md). */
+     * queues cost the H200 microseconds a product (doc/WORKER.md). */
     const double done = card_first && s->seen_done > 0 && s->seen_done < busy ? s->seen_done : busy;
     bml__limiter_busy(&w->limiter, done - s->dispatch_time, done);
     release_reads(s);
@@ -1051,8 +1060,8 @@ static int complete(bml_worker *w, submission *s) {
   return rc;
 }
 
-/* Between a batch's products the CPU looks at the card's last read (at
- * most every WATCH_EVERY seconds, until it is done): when the card finishes
+/* Between a batch's products the CPU looks at the card's reads (at most
+ * every WATCH_EVERY seconds, until all are done): when the card finishes
  * first, its time is then known within the CPU's step rather than bounded
  * by the CPU's whole part. */
 #define WATCH_EVERY 20e-6
@@ -1060,9 +1069,8 @@ static int complete(bml_worker *w, submission *s) {
 static void watch_card(submission *s) {
   if (!s->on_card || s->seen_done > 0) return;
   double now = bml__now();
-  cl_int state;
-  if (now - s->seen_busy < WATCH_EVERY || !last_read_state(s, &state)) return;
-  if (state == CL_COMPLETE) s->seen_done = now;
+  if (now - s->seen_busy < WATCH_EVERY) return;
+  if (card_done(s)) s->seen_done = now;
   else s->seen_busy = now;
 }
 

@@ -383,10 +383,7 @@ Test(worker, a_resting_card_sends_products_to_the_cpu) {
 }
 
 Test(worker, a_rest_shorter_than_the_cpu_would_take_is_waited_out) {
-  /* the card takes nearly every row, so it finishes after the CPU's few
-   * and each product meets the rest of the one before (with half the
-   * rows the card may finish first, its rest ending before the CPU's part) */
-  bml_worker *w = open_worker("0.95");
+  bml_worker *w = open_worker("0.5");
   cr_assert_eq(bml_worker_set_limit(w, 0.5), 0); /* rest d after each dispatch of d */
   bml__worker_hooks h = {.kernel = BML_KERNEL_COUNT, .cpu_rate = 1.0}; /* the CPU: one weight a second */
   bml__worker_set_hooks(w, &h);
@@ -534,26 +531,33 @@ Test(worker, a_failed_move_keeps_the_history_of_moves) {
 
 /* A batch whose card part ends long before the CPU's: the CPU looks at the
  * card between products and sees it done, and the rest runs from then, as
- * long as the card's part took until then.  It ran from the end of the
- * CPU's part and as long as the whole batch (a rest of about the batch's
- * time at the limit 0.5). */
+ * long as the card's part took until then, so at the limit 0.5 it is over
+ * before the CPU's part is.  It ran from the end of the CPU's part and as
+ * long as the whole batch (a rest of about the batch's time). */
 Test(worker, a_batch_whose_card_finished_first_rests_from_when_it_was_seen_done) {
   /* the CPU's part on one thread: a software card has the other core */
   bml_pool_close(pool);
   cr_assert_eq(bml_pool_open(1, &pool), 0);
   bml_worker *w = open_worker("0.05");
   cr_assert_eq(bml_worker_set_limit(w, 0.5), 0); /* a rest as long as the dispatch */
-  cr_assert_eq(bml_worker_set_share(w, 0.05), 0); /* the card's part small, the CPU's long */
+  cr_assert_eq(bml_worker_set_share(w, 0.02), 0); /* the card's part small, the CPU's long */
   static batch b;
-  make_batch(&b, 32, 4096, 1, 4096, 61, "m");
+  make_batch(&b, 64, 4096, 1, 4096, 61, "m");
   expect_batch(w, &b); /* the upload */
   struct timespec pause = {0, 400 * 1000 * 1000};
   nanosleep(&pause, NULL); /* any rest is over */
+  json_t *j = status(w);
+  const long long before = field(j, "products_on_card");
+  json_decref(j);
   const double t0 = bml__now();
   expect_batch(w, &b);
   const double took = bml__now() - t0, rest = bml__worker_limiter(w)->rest_until - bml__now();
-  cr_expect_lt(rest, 0.5 * took, "the card rests %.1f ms after a batch of %.1f ms whose card part was 5 %% of it",
-               rest * 1e3, took * 1e3);
+  j = status(w);
+  cr_assert_eq(field(j, "products_on_card") - before, 64, "the card took part in %lld of the 64 products",
+               field(j, "products_on_card") - before);
+  json_decref(j);
+  cr_expect_leq(rest, 0.0, "the card rests %.1f ms more after a batch of %.1f ms whose card part was 2 %% of it",
+                rest * 1e3, took * 1e3);
   unmake_batch(&b);
   bml_worker_close(w);
 }
