@@ -428,6 +428,17 @@ static inline uint bml_lc(uint par, uint k, uint l0) {
   BML_LBLOCK((x).w, 16, 7u, acc, dl)
 #define BML_LBYTES(c0, c1, c2, c3) (void)0
 #endif
+/* A tile's lookups of one row and lane (x: its words) into acc, its scales
+ * at dl, one per gs words; kb blocks of the tile are the row's. */
+#define BML_LTILE(x, acc)                                                                               \
+  do {                                                                                                  \
+    if (kb == 8u) {                                                                                     \
+      BML_LFULL(x, acc, dl);                                                                            \
+    } else { /* the last tile of a row whose blocks are not a multiple of 8 */                          \
+      const uint ws_[8] = {(x).x, (x).x >> 16, (x).y, (x).y >> 16, (x).z, (x).z >> 16, (x).w, (x).w >> 16}; \
+      for (uint j_ = 0; j_ < kb; j_++) BML_LBLOCK(ws_[j_], 0, j_, acc, dl);                             \
+    }                                                                                                   \
+  } while (0)
 /* Tile tb's lookups for the work-item's rows and lanes (lanes l0 + u, u <
  * lpt; row slice rr of lr, rpt rows of gr a work-group), from their words
  * w[i * lpt + u], into acc[i * lpt + u].  A work-item of one lane reads each
@@ -453,24 +464,14 @@ static BML_INLINE void bml_lookups(__local const float *tab, __local const float
     for (uint u = 0; u < lpt; u++) {
       __local const float *tu = tab + 16u * u;
       const uint4 x = w[i * lpt + u];
-      if (lpt == 1u) {
+      if (lpt == 1u) { /* the scales where they are used */
         __local const float *dl = dt;
         const uint gs = gr;
-        if (kb == 8u) {
-          BML_LFULL(x, acc[i], dl);
-        } else { /* the last tile of a row whose blocks are not a multiple of 8 */
-          const uint ws[8] = {x.x, x.x >> 16, x.y, x.y >> 16, x.z, x.z >> 16, x.w, x.w >> 16};
-          for (uint j = 0; j < kb; j++) BML_LBLOCK(ws[j], 0, j, acc[i], dl);
-        }
-      } else {
+        BML_LTILE(x, acc[i]);
+      } else { /* the row's scales, read once for its lanes */
         const float *dl = dz;
         const uint gs = 1u;
-        if (kb == 8u) {
-          BML_LFULL(x, acc[i * lpt + u], dl);
-        } else {
-          const uint ws[8] = {x.x, x.x >> 16, x.y, x.y >> 16, x.z, x.z >> 16, x.w, x.w >> 16};
-          for (uint j = 0; j < kb; j++) BML_LBLOCK(ws[j], 0, j, acc[i * lpt + u], dl);
-        }
+        BML_LTILE(x, acc[i * lpt + u]);
       }
     }
   }

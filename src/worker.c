@@ -1388,7 +1388,7 @@ static int check_round(bml_worker *w, batch_check *b, unsigned round, char *why,
   size_t rows = 0;
   for (size_t i = 0; i < CHECK_PRODUCTS; i++) rows += b->p[i].rows;
   int rc = 0;
-  for (size_t k = 0; rc == 0 && k < sizeof kernels / sizeof *kernels; k++) {
+  for (size_t k = 0; rc == 0 && k < BML_ARRAY_SIZE(kernels); k++) {
     bml_worker *t = calloc(1, sizeof *t);
     if (!t) return BML_ENOMEM;
     t->pool = w->pool, t->card = w->card, t->build = w->build, t->device = w->device;

@@ -275,6 +275,18 @@ Test(oracle, a_kernel_that_writes_nothing_is_refused) {
   cr_expect_eq(refused, lrb, "%zu of %zu lines of q1_0_mat_vec_lrb refused: every one must be", refused, lrb);
 }
 
+/* Every line of c passed, q1_0_mat_vec_lr's on four shapes at least. */
+static void expect_every_line_passed(const collected *c) {
+  size_t checked = 0;
+  for (size_t k = 0; k < c->n; k++) {
+    const bml_verify_line *x = &c->lines[k];
+    cr_expect(x->ok, "%s %s %zux%zu %s refused: %s", x->check, x->fma, x->rows, x->n, x->regime,
+              x->detail ? x->detail : "");
+    checked += strcmp(x->check, "q1_0_mat_vec_lr") == 0 && x->total > 0;
+  }
+  cr_expect(checked >= 4, "q1_0_mat_vec_lr checked on %zu shapes only", checked);
+}
+
 /* NVIDIA's build, its byte-permute lookups (BML_LWORD) written in C and
  * its ring of weights: the same bits as the reference on this card too. */
 Test(oracle, nvidias_build_written_in_c_passes_every_check) {
@@ -282,13 +294,7 @@ Test(oracle, nvidias_build_written_in_c_passes_every_check) {
   int verified;
   cr_expect_eq(verify_built_with("-DBML_LWORD_C=1 -DBML_RING=1", &c, &verified), 0);
   cr_expect_eq(verified, 1);
-  size_t checked = 0;
-  for (size_t k = 0; k < c.n; k++) {
-    cr_expect(c.lines[k].ok, "%s %s %zux%zu %s refused", c.lines[k].check, c.lines[k].fma, c.lines[k].rows,
-              c.lines[k].n, c.lines[k].regime);
-    checked += strcmp(c.lines[k].check, "q1_0_mat_vec_lr") == 0 && c.lines[k].total > 0;
-  }
-  cr_expect(checked >= 4, "q1_0_mat_vec_lr checked on %zu shapes only", checked);
+  expect_every_line_passed(&c);
 }
 
 /* Shapes the tuning may choose for q1_0_mat_vec_lr (rows per slice, slices
@@ -325,12 +331,7 @@ Test(oracle, the_lr_kernels_other_shapes_pass_every_check) {
     }
     cr_expect_eq(rc, 0, "_lr %zux%zu, %zu lanes (%s): not verified", want[0], want[1], want[2],
                  cases[k].options ? cases[k].options : "plain");
-    size_t checked = 0;
-    for (size_t k2 = 0; k2 < c.n; k2++) {
-      cr_expect(c.lines[k2].ok, "%s %s %zux%zu %s refused: %s", c.lines[k2].check, c.lines[k2].fma, c.lines[k2].rows,
-                c.lines[k2].n, c.lines[k2].regime, c.lines[k2].detail ? c.lines[k2].detail : "");
-      checked += strcmp(c.lines[k2].check, "q1_0_mat_vec_lr") == 0 && c.lines[k2].total > 0;
-    }
+    expect_every_line_passed(&c);
     if (rc != 0) continue;
     char built[64];
     snprintf(built, sizeof built, "-DBML_LRROWS=%zu -DBML_LRRPT=%zu -DBML_LRLPT=%zu ", card->lrrows, card->lrrpt,
@@ -346,7 +347,6 @@ Test(oracle, the_lr_kernels_other_shapes_pass_every_check) {
                 "asked for %zux%zu, %zu lanes, built %s", want[0], want[1], want[2], built);
       verified++;
     }
-    cr_expect(checked >= 4, "q1_0_mat_vec_lr checked on %zu shapes only", checked);
     bml__build_release(&use);
     bml__card_close(card);
   }
