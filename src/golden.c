@@ -2,10 +2,13 @@
 #include "golden.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 const char *bml__golden_default_dir(void) {
   const char *d = NULL;
@@ -54,9 +57,24 @@ static int open_golden(reader *r, const char *dir, const char *name, uint32_t ki
   snprintf(path, len, "%s/%s", dir, name);
   r->path = path;
   r->bad = false;
-  r->f = fopen(path, "rb");
+  /* not blocking: a FIFO (or a device) where the file should be would
+   * wait for a writer; only a regular file is read */
+  int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  struct stat st;
+  if (fd < 0 || fstat(fd, &st) != 0) {
+    snprintf(r->err, r->errlen, "cannot open %s: %s", path, strerror(errno));
+    if (fd >= 0) close(fd);
+    return BML_EIO;
+  }
+  if (!S_ISREG(st.st_mode)) {
+    snprintf(r->err, r->errlen, "%s: not a regular file", path);
+    close(fd);
+    return BML_EFORMAT;
+  }
+  r->f = fdopen(fd, "rb");
   if (!r->f) {
     snprintf(r->err, r->errlen, "cannot open %s: %s", path, strerror(errno));
+    close(fd);
     return BML_EIO;
   }
   char magic[4];

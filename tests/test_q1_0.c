@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "bml.h"
 #include "golden.h"
@@ -73,6 +75,25 @@ Test(q1_0, a_golden_file_longer_than_its_cases_is_refused) {
   cr_expect_eq(n, BML_EFORMAT, "loaded %d cases", n);
   cr_expect(strstr(err, "bytes after its last case") != NULL, "%s", err);
   if (n > 0) golden_free_q1(c, n);
+}
+
+/* Only a regular file is read: a FIFO where the file should be would wait
+ * for a writer for ever, a directory is not a file. */
+Test(q1_0, a_golden_path_that_is_not_a_file_is_refused_at_once, .timeout = 30) {
+  char dir[] = "/tmp/bml-golden-XXXXXX", path[512], err[256] = "";
+  cr_assert_not_null(mkdtemp(dir));
+  snprintf(path, sizeof path, "%s/%s", dir, BML__GOLDEN_Q1_FILE);
+  for (int fifo = 0; fifo < 2; fifo++) {
+    cr_assert_eq(fifo ? mkfifo(path, 0600) : mkdir(path, 0700), 0, "%s", path);
+    golden_q1_case *c = NULL;
+    err[0] = '\0';
+    const int n = bml__golden_load_q1(dir, &c, err, sizeof err);
+    fifo ? unlink(path) : rmdir(path);
+    cr_expect_eq(n, BML_EFORMAT, "%s: %d", fifo ? "a FIFO" : "a directory", n);
+    cr_expect(strstr(err, "not a regular file") != NULL, "%s", err);
+    if (n > 0) golden_free_q1(c, n);
+  }
+  rmdir(dir);
 }
 
 Test(q1_0, golden_file_has_every_regime) {
