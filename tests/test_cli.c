@@ -851,8 +851,6 @@ Test(cli, spoilt_card_split_and_token_results_are_not_exact) {
                 2);
 }
 
-/* --threads 1,1-2,2 names counts 1 and 2 twice each: each is timed once
- * (four rows: two counts, warm and flushed). */
 /* A full disk: exit 3 and one message with the system's reason, even when
  * the table is more than stdio's buffer (the bench said it twice then). */
 Test(cli, a_full_disk_is_said_once_with_its_reason) {
@@ -867,6 +865,23 @@ Test(cli, a_full_disk_is_said_once_with_its_reason) {
   run_free(&r);
 }
 
+/* A failed check whose report cannot be written is 3 too, whether stdio
+ * failed during the report (a big one) or only at the last flush (a small
+ * one): the status once depended on the report's size (1 or 3). */
+Test(cli, an_unwritten_report_of_a_failed_check_is_3_at_any_size) {
+  setenv("BANKML_TEST_SPOIL_BENCH", "1", 1);
+  for (int big = 0; big < 2; big++) {
+    struct run r = run_cli_to((const char *const[]){"bench", "--cpu", "--shape", "128x128", "--runs", "1",
+                                                    "--warmup", "0", "--json", "--threads", big ? "1-32" : "1",
+                                                    NULL},
+                              "/dev/full");
+    cr_expect_eq(r.status, 3, "%s report: exit status %d, stderr: %s", big ? "a big" : "a small", r.status, r.err);
+    cr_expect(strstr(r.err, "No space left on device") != NULL, "%s", r.err);
+    run_free(&r);
+  }
+  unsetenv("BANKML_TEST_SPOIL_BENCH");
+}
+
 /* An unknown letter in a cluster of short options is named, not the long
  * option before it (getopt has not moved past the cluster yet). */
 Test(cli, an_unknown_short_option_in_a_cluster_is_named) {
@@ -879,6 +894,8 @@ Test(cli, an_unknown_short_option_in_a_cluster_is_named) {
   expect_usage_error(RUN("bench", "--runs=3", "--bogus"), "'--bogus'");
 }
 
+/* --threads 1,1-2,2 names counts 1 and 2 twice each: each is timed once
+ * (four rows: two counts, warm and flushed). */
 Test(cli, bench_times_a_thread_count_given_twice_once) {
   struct run r = RUN("bench", "--cpu", "--quick", "--json", "--shape", "128x256", "--threads", "1,1-2,2");
   cr_assert_eq(r.status, 0, "exit status %d, stderr: %s", r.status, r.err);
