@@ -178,7 +178,8 @@ typedef struct {
   char **items;
   size_t len, cap;
 } bml__notes;
-/* Appends a formatted note; on memory exhaustion the note is dropped.
+/* Appends a formatted note, unless the same note is there already; on
+ * memory exhaustion the note is dropped.
  * Cannot fail. */
 void bml__notes_add(bml__notes *n, const char *fmt, ...) BML_PRINTF(2, 3);
 void bml__notes_free(bml__notes *n); /* NULL-safe; leaves n empty */

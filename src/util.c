@@ -28,6 +28,9 @@ void bml__notes_add(bml__notes *n, const char *fmt, ...) {
   va_start(ap, fmt);
   vsnprintf(buf, sizeof buf, fmt, ap);
   va_end(ap);
+  /* a finding is said once: libpci, set up for each device, repeats its own */
+  for (size_t i = 0; i < n->len; i++)
+    if (strcmp(n->items[i], buf) == 0) return;
   if (n->len == n->cap) {
     size_t cap = n->cap ? 2 * n->cap : 8;
     char **items = realloc(n->items, cap * sizeof *items);

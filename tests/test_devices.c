@@ -129,6 +129,23 @@ Test(devices, mixed_machine_is_classified_ordered_and_cross_checked) {
   bml_devices_free(l);
 }
 
+/* A pci.ids that libpci cannot read: libpci is set up for each PCI card
+ * and says so each time, but a listing says each finding once. */
+Test(devices, a_finding_is_noted_once_however_often_it_is_met) {
+  use_fake("mixed", "mixed");
+  setenv("BANKML_PCI_IDS", "/nonexistent/pci.ids", 1);
+  bml_devices *l = discover();
+  size_t said = 0;
+  for (size_t i = 0; i < bml_devices_note_count(l); i++) {
+    const char *a = bml_devices_note(l, i);
+    said += strstr(a, "/nonexistent/pci.ids") != NULL;
+    for (size_t k = 0; k < i; k++)
+      cr_expect_str_neq(a, bml_devices_note(l, k), "notes %zu and %zu are the same", k, i);
+  }
+  cr_expect_eq(said, 1, "the unreadable pci.ids was noted %zu times", said);
+  bml_devices_free(l);
+}
+
 Test(devices, report_carries_driver_and_kernel_facts) {
   use_fake("mixed", "mixed");
   bml_devices *l = discover();
