@@ -101,8 +101,9 @@ static_assert(sizeof(bml_block_q8_0) == 34, "bml_block_q8_0 must be 34 bytes (gg
 BML_EXTERN float bml_q1_0_dot(const bml_block_q1_0 *w, const bml_block_q8_0 *a, size_t n);
 
 /* out[r] = dot(row r of w, a) for r < rows, on the calling thread.  w is
- * rows * n/128 blocks, row-major; a is n/32 blocks.  Returns 0, BML_EINVAL
- * (a NULL pointer), BML_ESHAPE (n not a positive multiple of 128, or rows
+ * rows * n/128 blocks, row-major; a is n/32 blocks; out must not overlap w
+ * or a.  Returns 0, BML_EINVAL (a NULL pointer, or out overlapping w or a),
+ * BML_ESHAPE (n not a positive multiple of 128, or rows
  * or an n whose weights, activation or results could not be in memory) or
  * BML_ENOMEM (no room for the activation's prepared copy, about 2n bytes,
  * where it does not fit in 16 KiB of stack); on error out is not written. */
@@ -132,8 +133,11 @@ typedef struct bml_pool bml_pool;
 /* Opens a pool of `threads` threads (the caller counts as one), at most
  * BML_POOL_MAX_THREADS (more is BML_EINVAL).  threads <= 0 takes
  * BANKML_THREADS when set (1 to BML_POOL_MAX_THREADS; anything else is
- * BML_EENV, and a message naming it is logged), else the online CPUs (at
- * most BML_POOL_MAX_THREADS).
+ * BML_EENV, and a message naming it is logged), else the CPUs the process
+ * may run on (its affinity: taskset, a container's cpuset; at most
+ * BML_POOL_MAX_THREADS).  In a child of fork() a pool opened before the
+ * fork has none of its threads: its products run on the calling thread
+ * alone (the same bits), and bml_pool_close frees it there as well.
  * Returns 0 and *out, or BML_EINVAL, BML_EENV, BML_ENOMEM, BML_ETHREAD.
  * Close with bml_pool_close(). */
 BML_EXTERN int bml_pool_open(int threads, bml_pool **out);
@@ -292,11 +296,27 @@ BML_EXTERN int bml_devices_verify(bml_devices *d, size_t i, const bml_verify_opt
  * rows while the CPU pool computes the rest; the answer is always the CPU
  * kernel's bits (doc/WORKER.md).
  *
+ * The results are the CPU kernel's bits on every row; a row whose result
+ * is NaN is NaN on both, but its sign and payload may differ (the card and
+ * the CPU meet NaN and infinite scales in their own order; doc/ARITHMETIC.md).
+ * A product's results must not overlap its weights or its activation
+ * (BML_EINVAL); in a batch they must not overlap another product's
+ * weights, activation or results either (that is not checked: such
+ * results would depend on the order the card and the CPU took).
+ *
  * One thread drives a worker at a time: begin, the caller's CPU rows,
  * finish.  A call from a second thread while one is running returns
- * BML_EBUSY (a bml_worker_mat_vec is running until it returns, its CPU
- * rows included), and a begin while a product begun by bml_worker_begin is
- * in flight BML_ESTATE, rather than corrupting anything.
+ * BML_EBUSY.  While a bml_worker_mat_vec computes its CPU rows, the calls
+ * that would start or end a product (begin, finish, mat_vec, a batch,
+ * set_share) return BML_EBUSY too, and bml_worker_status_json,
+ * bml_worker_set_limit and bml_worker_release run (the product keeps its
+ * matrices and results).  A begin while a product begun by
+ * bml_worker_begin is in flight returns BML_ESTATE, rather than corrupting
+ * anything.
+ *
+ * In a child of fork(), a worker opened before the fork leaves the card to
+ * the parent: its products run on the CPU (logged once), and release and
+ * close free only the worker's own memory.
  * ---------------------------------------------------------------------- */
 typedef struct bml_worker bml_worker;
 

@@ -116,9 +116,12 @@ void bml__q1_0_act_split(const bml_block_q8_0 *a, size_t n, void *dst);
 float bml__q1_0_dot_ref(const bml_block_q1_0 *w, const bml_block_q8_0 *a, size_t nb);
 
 /* Checks the arguments every mat-vec entry point shares: BML_EINVAL for a
- * NULL pointer, BML_ESHAPE for n not a positive multiple of 128 or rows
- * whose weights or results could not be in memory. */
+ * NULL pointer or results that overlap the weights or the activation,
+ * BML_ESHAPE for n not a positive multiple of 128 or rows whose weights or
+ * results could not be in memory. */
 int bml__q1_0_check(const void *w, size_t rows, size_t n, const void *a, const void *out);
+/* The same without the results (NULL pointers and shape only). */
+int bml__q1_0_check_shape(const void *w, size_t rows, size_t n, const void *a);
 
 /* Runs kernel k over rows [0, rows) on the calling thread, with its own scratch. */
 int bml__q1_0_run(const bml__q1_0_kernel *k, const bml_block_q1_0 *w, size_t rows, size_t n,
@@ -130,6 +133,10 @@ int bml__q1_0_run(const bml__q1_0_kernel *k, const bml_block_q1_0 *w, size_t row
  * such as copying a batch's results out: fn must do all of it for any
  * nthreads. */
 void bml__pool_run(bml_pool *p, void (*fn)(void *ctx, int tid, int nthreads), void *ctx);
+/* How many times this process was forked since its first pool opened (the
+ * count a child sees is its parent's plus one): what was opened at
+ * another count belongs to an ancestor. */
+unsigned bml__forks(void);
 /* Jobs the pool has run on more than one thread (for tests). */
 unsigned long bml__pool_runs(bml_pool *p);
 /* Rows of one product for bml__pool_mat_vec_many: rows [0, rows) of w

@@ -1,8 +1,12 @@
 /* pool.c -- the CPU thread pool: persistent workers that each compute one contiguous chunk of rows. */
+#if defined(__linux__) && !defined(_GNU_SOURCE)
+#define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
+#endif
 #include "bml.h"
 
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -44,7 +48,20 @@ struct bml_pool {
   atomic_ulong runs;   /* jobs run on every thread (bml__pool_runs) */
   void *scratch;       /* activation scratch of the mat-vec jobs */
   size_t scratch_size;
+  unsigned forks;      /* bml__forks() when the pool was opened */
 };
+
+/* fork(): a child has the pool's memory but none of its threads, so a job
+ * handed to them would never end.  A pthread_atfork handler counts the
+ * process's forks; a pool opened before the last one (in the parent) runs
+ * every job on the calling thread alone, and its close frees the memory
+ * without joining or destroying anything the parent's threads used. */
+static atomic_uint forks;
+static pthread_once_t forks_once = PTHREAD_ONCE_INIT;
+static void count_fork(void) { atomic_fetch_add_explicit(&forks, 1, memory_order_relaxed); }
+static void watch_forks(void) { pthread_atfork(NULL, NULL, count_fork); }
+unsigned bml__forks(void) { return atomic_load_explicit(&forks, memory_order_relaxed); }
+static bool in_child(const struct bml_pool *p) { return p->forks != bml__forks(); }
 
 typedef struct {
   struct bml_pool *pool;
@@ -108,7 +125,7 @@ static void wait_for_workers(struct bml_pool *p) {
 /* Runs fn(ctx, tid, nthreads) on every thread of the pool, the caller as
  * tid 0, and returns when all are done. */
 static void pool_run(struct bml_pool *p, job_fn fn, void *ctx) {
-  if (p->nthreads == 1) {
+  if (p->nthreads == 1 || in_child(p)) {
     fn(ctx, 0, 1);
     return;
   }
@@ -146,6 +163,14 @@ static int resolve_threads(int threads, int *out) {
   if (rc != 0) return rc;
   if (n <= 0) {
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+#if defined(__linux__)
+    /* the CPUs this process may run on (taskset, a container's cpuset):
+     * more threads than those spin against each other */
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0 &&
+        (cpus <= 0 || CPU_COUNT(&set) < cpus))
+      cpus = CPU_COUNT(&set);
+#endif
     n = cpus > 0 ? (int)(cpus > BML_POOL_MAX_THREADS ? BML_POOL_MAX_THREADS : cpus) : 1;
   }
   *out = n;
@@ -199,6 +224,7 @@ int bml_pool_open(int threads, bml_pool **out) {
   if (!out) return BML_EINVAL;
   *out = NULL;
   bml__debug_load();
+  pthread_once(&forks_once, watch_forks);
   int n;
   int rc = resolve_threads(threads, &n);
   if (rc != 0) return rc;
@@ -209,6 +235,7 @@ int bml_pool_open(int threads, bml_pool **out) {
   struct bml_pool *p = calloc(1, sizeof *p);
   if (!p) return BML_ENOMEM;
   p->nthreads = n;
+  p->forks = bml__forks();
   atomic_flag_clear(&p->driving);
   p->threads = calloc((size_t)n, sizeof *p->threads);
   if (!p->threads) {
@@ -232,6 +259,12 @@ int bml_pool_open(int threads, bml_pool **out) {
 
 void bml_pool_close(bml_pool *p) {
   if (!p) return;
+  if (in_child(p)) { /* the threads are the parent's: a condition variable they waited on would wait for them */
+    bml__aligned_free(p->scratch);
+    free(p->threads);
+    free(p);
+    return;
+  }
   stop_workers(p, p->nthreads - 1);
   free_pool(p);
 }

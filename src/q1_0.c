@@ -61,8 +61,8 @@ static void ref_rows(const bml_block_q1_0 *w, size_t rows, size_t n, const bml_b
 
 const bml__q1_0_kernel bml__q1_0_ref = {"ref", ref_supported, ref_prep_size, ref_prep, ref_rows};
 
-int bml__q1_0_check(const void *w, size_t rows, size_t n, const void *a, const void *out) {
-  if (!w || !a || !out) return BML_EINVAL;
+int bml__q1_0_check_shape(const void *w, size_t rows, size_t n, const void *a) {
+  if (!w || !a) return BML_EINVAL;
   if (n == 0 || n % BML_Q1_0_BLOCK != 0) return BML_ESHAPE;
   /* an activation that could not be in memory beside its prepared copy
    * (2n + n/8 bytes, whose size would wrap past SIZE_MAX) */
@@ -70,6 +70,25 @@ int bml__q1_0_check(const void *w, size_t rows, size_t n, const void *a, const v
   /* rows whose weights or results could not be in memory */
   if (rows > SIZE_MAX / (n / BML_Q1_0_BLOCK * sizeof(bml_block_q1_0)) || rows > SIZE_MAX / sizeof(float))
     return BML_ESHAPE;
+  return 0;
+}
+
+/* Whether [p, p + a) and [q, q + b) share a byte (addresses compared as
+ * integers: the objects are unrelated). */
+static bool bytes_overlap(const void *p, size_t a, const void *q, size_t b) {
+  const uintptr_t x = (uintptr_t)p, y = (uintptr_t)q;
+  return a && b && (x < y ? y - x < a : x - y < b);
+}
+
+int bml__q1_0_check(const void *w, size_t rows, size_t n, const void *a, const void *out) {
+  if (!out) return BML_EINVAL;
+  int rc = bml__q1_0_check_shape(w, rows, n, a);
+  if (rc != 0) return rc;
+  /* results written over the weights or the activation would change what
+   * the rest of the product reads, differently on each path */
+  const size_t out_bytes = rows * sizeof(float), w_bytes = rows * (n / BML_Q1_0_BLOCK) * sizeof(bml_block_q1_0),
+               a_bytes = n / BML_Q8_0_BLOCK * sizeof(bml_block_q8_0);
+  if (bytes_overlap(out, out_bytes, w, w_bytes) || bytes_overlap(out, out_bytes, a, a_bytes)) return BML_EINVAL;
   return 0;
 }
 

@@ -178,6 +178,7 @@ struct bml_worker {
   int errors_in_row;
   uint64_t plans; /* submissions planned (entry.planned) */
   bool retired;
+  unsigned forks; /* bml__forks() at the open (in_child) */
   atomic_flag driving;
   bml__worker_hooks hooks;
 };
@@ -379,6 +380,20 @@ static void retire(bml_worker *w, int err) {
   bml__card_buf_free(&w->acts);
   bml__card_buf_free(&w->outs);
   sync_allocated(w);
+}
+
+/* In a child of fork() the card, its queues and buffers are the parent's
+ * (the driver's threads are not in the child, and a wait on them would
+ * never end): the worker retires without a word to the driver, and its
+ * products run on the CPU.  Release and close then leave the card's
+ * objects alone. */
+static bool in_child(const bml_worker *w) { return w->forks != bml__forks(); }
+
+static void leave_to_parent(bml_worker *w) {
+  if (w->retired) return;
+  w->retired = true;
+  bml__warn(BML_CAT_WORKER, "GPU not used: this process is a child of fork(), and \"%s\" belongs to its parent: "
+            "this worker's products run on the CPU", w->card->name);
 }
 
 /* An OpenCL error: the submission's card rows go to the CPU. */
@@ -595,6 +610,7 @@ static bool rest_or_wait(bml_worker *w, submission *s) {
 
 /* Splits the products into groups (neighbours with one activation) and plans each. */
 static int plan(bml_worker *w, submission *s) {
+  if (in_child(w)) leave_to_parent(w);
   if (reserve((void **)&w->card_rows, &w->card_rows_cap, s->count, sizeof *w->card_rows) ||
       reserve((void **)&w->groups, &w->groups_cap, s->count, sizeof *w->groups) ||
       reserve((void **)&w->cpu_pieces, &w->cpu_pieces_cap, s->count, sizeof *w->cpu_pieces))
@@ -1122,9 +1138,9 @@ static int check_product(const bml_product *p) {
 /* bml_worker_begin; own_cpu: the worker computes the CPU's rows itself. */
 static int begin(bml_worker *w, const char *name, const bml_block_q1_0 *wts, size_t rows, size_t n,
                  const bml_block_q8_0 *act, size_t *card_rows, bool own_cpu) {
-  if (!w || !card_rows) return BML_EINVAL;
-  bml_product p = {name, wts, rows, n, act, (float *)card_rows /* checked for NULL only */};
-  int rc = check_product(&p);
+  if (!w || !card_rows || !name) return BML_EINVAL;
+  bml_product p = {name, wts, rows, n, act, NULL /* finish's */};
+  int rc = bml__q1_0_check_shape(wts, rows, n, act);
   if (rc != 0) return rc;
   if (!enter(w)) return BML_EBUSY;
   if (w->cur.active) {
@@ -1166,6 +1182,12 @@ static int finish(bml_worker *w, float *out, bool own) {
     leave(w);
     return rc;
   }
+  /* the card's rows land in out, and after an error the CPU computes them from wts and act */
+  const bml_product *p = &w->single;
+  if (bml__q1_0_check(p->wts, w->cur.card_rows[0], p->n, p->act, out) != 0) {
+    leave(w);
+    return BML_EINVAL;
+  }
   w->single.out = out;
   int rc = complete(w, &w->cur);
   w->cur.active = false;
@@ -1177,9 +1199,11 @@ int bml_worker_finish(bml_worker *w, float *out) { return finish(w, out, false);
 
 int bml_worker_mat_vec(bml_worker *w, const char *name, const bml_block_q1_0 *wts, size_t rows, size_t n,
                        const bml_block_q8_0 *act, float *out) {
-  if (!out) return BML_EINVAL;
+  if (!w || !name) return BML_EINVAL;
+  int rc = bml__q1_0_check(wts, rows, n, act, out);
+  if (rc != 0) return rc;
   size_t card_rows = 0;
-  int rc = begin(w, name, wts, rows, n, act, &card_rows, true);
+  rc = begin(w, name, wts, rows, n, act, &card_rows, true);
   if (rc != 0) return rc;
   if (w->hooks.in_mat_vec) w->hooks.in_mat_vec(w->hooks.in_mat_vec_ctx);
   const bml__cpu_piece pc = {wts + card_rows * (n / BML_Q1_0_BLOCK), rows - card_rows, n, act, out + card_rows};
@@ -1552,6 +1576,7 @@ int bml_worker_open(bml_pool *pool, bml_worker **out) {
   bml_worker *w = calloc(1, sizeof *w);
   if (!w) return BML_ENOMEM;
   w->pool = pool;
+  w->forks = bml__forks();
   atomic_flag_clear(&w->driving);
   w->hooks.kernel = BML_KERNEL_COUNT;
   double limit;
@@ -1732,7 +1757,7 @@ static void release_all(bml_worker *w) {
 }
 
 void bml_worker_release(bml_worker *w) {
-  if (!w) return;
+  if (!w || in_child(w)) return; /* the card's buffers are the parent's */
   while (!enter(w)) bml__now(); /* another thread is inside a call: wait it out */
   release_all(w);
   leave(w);
@@ -1742,8 +1767,10 @@ void bml_worker_release(bml_worker *w) {
  * build and the devices (a worker of the open's check shares them). */
 static void free_state(bml_worker *w) {
   w->cur.active = false;
-  release_all(w);
-  release_reads(&w->cur); /* a product begun and never finished: the card is drained now */
+  if (!in_child(w)) {
+    release_all(w);
+    release_reads(&w->cur); /* a product begun and never finished: the card is drained now */
+  }
   for (size_t i = 0; i < w->nentries; i++) free_entry(w->entries[i]);
   free(w->entries);
   free(w->shapes);
@@ -1761,8 +1788,10 @@ static void free_state(bml_worker *w) {
 void bml_worker_close(bml_worker *w) {
   if (!w) return;
   free_state(w);
-  bml__build_release(&w->build);
-  bml__card_close(w->card);
+  if (!in_child(w)) { /* in a child the card's objects are the parent's: left as they are */
+    bml__build_release(&w->build);
+    bml__card_close(w->card);
+  }
   bml_devices_free(w->devices);
   free(w);
 }

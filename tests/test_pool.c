@@ -1,11 +1,16 @@
 /* test_pool.c -- the thread pool gives the single-thread bits for every thread count. */
+#define _GNU_SOURCE /* sched_setaffinity, CPU_SET */
 #include <criterion/criterion.h>
 
 #include <pthread.h>
+#include <sched.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "logbuf.h"
 #include "bml.h"
@@ -246,8 +251,12 @@ Test(pool, many_products_with_one_bad_compute_none) {
    * path needs no scratch, and would read the short buffers as the row
    * that n says) */
   if (bml__q1_0_kernel_active()->prep_size(128) > 0) {
+    /* the result below both buffers (static data lies below the heap), or
+     * the activation that n says would overlap it: BML_EINVAL */
+    static float huge_out[1];
     cr_assert_eq(bml_pool_open(2, &p), 0);
-    const bml__cpu_piece huge[2] = {m.pc[0], {m.pc[1].w, 1, (SIZE_MAX / 17 * 4 / 128 + 1) * 128, m.pc[1].a, m.got[1]}};
+    const bml__cpu_piece huge[2] = {m.pc[0], {m.pc[1].w, 1, (SIZE_MAX / 17 * 4 / 128 + 1) * 128, m.pc[1].a, huge_out}};
+    cr_assert((uintptr_t)huge_out < (uintptr_t)m.pc[1].w && (uintptr_t)huge_out < (uintptr_t)m.pc[1].a);
     cr_expect_eq(bml__pool_mat_vec_many(p, huge, 2, NULL, NULL, NULL), BML_ENOMEM);
     bml_pool_close(p);
   }
@@ -292,6 +301,100 @@ Test(pool, bad_arguments_are_refused) {
   cr_expect_null(q, "a refused pool left *out set");
   bml_pool_close(p);
   bml_pool_close(NULL); /* NULL-safe */
+}
+
+Test(pool, results_over_their_own_inputs_are_refused) {
+  const size_t rows = 64, n = 256, nb = n / 128;
+  /* one buffer: the weights, the activation, then room for the results */
+  const size_t wbytes = rows * nb * sizeof(bml_block_q1_0), abytes = n / 32 * sizeof(bml_block_q8_0);
+  unsigned char *buf = aligned_alloc(64, (wbytes + abytes + rows * sizeof(float) + 63) / 64 * 64);
+  cr_assert(buf);
+  bml_block_q1_0 *w = (bml_block_q1_0 *)buf;
+  bml_block_q8_0 *a = (bml_block_q8_0 *)(buf + wbytes);
+  uint64_t seed = 5;
+  bml__gen_q1_0(&seed, w, rows, n, true);
+  cr_assert_eq(bml__gen_q8_0(&seed, a, n, true), 0);
+  bml_pool *p = NULL;
+  cr_assert_eq(bml_pool_open(2, &p), 0);
+  float *over_a = (float *)(void *)a, *over_w = (float *)(void *)(buf + wbytes - 8); /* last 2 bytes of w, then a */
+  float *inside_w = (float *)(void *)(buf + 64), *after = (float *)(void *)(buf + wbytes + abytes);
+  const float *outs[] = {over_a, over_w, inside_w};
+  for (size_t i = 0; i < 3; i++) {
+    cr_expect_eq(bml_q1_0_mat_vec(w, rows, n, a, (float *)outs[i]), BML_EINVAL, "out %zu", i);
+    cr_expect_eq(bml_pool_q1_0_mat_vec(p, w, rows, n, a, (float *)outs[i]), BML_EINVAL, "out %zu (pool)", i);
+  }
+  /* right after the activation: no overlap */
+  float *want = malloc(rows * sizeof *want);
+  cr_assert(want);
+  cr_assert_eq(bml_q1_0_mat_vec(w, rows, n, a, want), 0);
+  cr_expect_eq(bml_pool_q1_0_mat_vec(p, w, rows, n, a, after), 0);
+  cr_expect(golden_first_difference(want, after, rows) < 0);
+  /* one row's results end where the weights start */
+  cr_expect_eq(bml_q1_0_mat_vec(w, 1, n, a, (float *)(void *)(buf + wbytes + abytes)), 0);
+  bml_pool_close(p);
+  free(want);
+  free(buf);
+}
+
+/* A child of fork() has the pool's memory and none of its threads: the
+ * child's products run on its calling thread, with the same bits, and its
+ * close returns (the threads were spinning or waiting in the parent). */
+Test(pool, a_child_of_fork_computes_alone_and_closes, .timeout = 120) {
+  const size_t rows = 777, n = 1024;
+  bml_block_q1_0 *w = malloc(rows * (n / 128) * sizeof *w);
+  bml_block_q8_0 *a = malloc(n / 32 * sizeof *a);
+  float *want = malloc(rows * sizeof *want), *got = malloc(rows * sizeof *got);
+  cr_assert(w && a && want && got);
+  uint64_t seed = 17;
+  bml__gen_q1_0(&seed, w, rows, n, true);
+  cr_assert_eq(bml__gen_q8_0(&seed, a, n, true), 0);
+  cr_assert_eq(bml_q1_0_mat_vec(w, rows, n, a, want), 0);
+  bml_pool *p = NULL;
+  cr_assert_eq(bml_pool_open(4, &p), 0);
+  cr_assert_eq(bml_pool_q1_0_mat_vec(p, w, rows, n, a, got), 0); /* the threads have worked */
+  for (int sleeping = 0; sleeping < 2; sleeping++) {
+    if (sleeping) usleep(50000); /* past the spin: the threads wait on the condition variable */
+    pid_t pid = fork();
+    cr_assert(pid >= 0);
+    if (pid == 0) {
+      alarm(30); /* a hang ends as SIGALRM */
+      memset(got, 0xff, rows * sizeof *got);
+      int rc = bml_pool_q1_0_mat_vec(p, w, rows, n, a, got);
+      bool same = rc == 0 && golden_first_difference(want, got, rows) < 0;
+      bml_pool_close(p);
+      _exit(same ? 0 : 1);
+    }
+    int status = 0;
+    cr_assert_eq(waitpid(pid, &status, 0), pid);
+    cr_expect(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the child (%s) %s %d",
+              sleeping ? "threads asleep" : "threads spinning", WIFSIGNALED(status) ? "died of signal" : "exited",
+              WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
+  }
+  /* the parent's pool is whole */
+  memset(got, 0xff, rows * sizeof *got);
+  cr_assert_eq(bml_pool_q1_0_mat_vec(p, w, rows, n, a, got), 0);
+  cr_expect(golden_first_difference(want, got, rows) < 0);
+  bml_pool_close(p);
+  free(w), free(a), free(want), free(got);
+}
+
+/* The default pool has as many threads as the CPUs the process may run on
+ * (taskset, a cpuset), not every online CPU. */
+Test(pool, the_default_size_follows_the_affinity) {
+  unsetenv("BANKML_THREADS");
+  cpu_set_t set;
+  cr_assert_eq(sched_getaffinity(0, sizeof set, &set), 0);
+  int first = -1;
+  for (int c = 0; c < CPU_SETSIZE && first < 0; c++)
+    if (CPU_ISSET(c, &set)) first = c;
+  cr_assert(first >= 0);
+  CPU_ZERO(&set);
+  CPU_SET(first, &set);
+  cr_assert_eq(sched_setaffinity(0, sizeof set, &set), 0); /* this test's own process */
+  bml_pool *p = NULL;
+  cr_assert_eq(bml_pool_open(0, &p), 0);
+  cr_expect_eq(bml_pool_threads(p), 1, "one CPU allowed, %d threads", bml_pool_threads(p));
+  bml_pool_close(p);
 }
 
 Test(pool, threads_from_environment) {

@@ -9,7 +9,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "logbuf.h"
 #include "golden.h"
@@ -853,6 +855,12 @@ static void calls_meanwhile(void *ctx) {
   cr_expect_eq(bml_worker_mat_vec_batch(mw->w, &p, 1), BML_EBUSY, "batch");
   cr_expect_eq(bml_worker_set_share(mw->w, 0.2), BML_EBUSY, "set_share");
   cr_expect_eq(bml_worker_finish(mw->w, mw->other), BML_EBUSY, "finish took the product of another call");
+  /* what the header says runs meanwhile */
+  char *text = NULL;
+  cr_expect_eq(bml_worker_status_json(mw->w, &text), 0, "status");
+  cr_expect(text && strstr(text, "\"busy\":true"), "status during the product: %s", text ? text : "(none)");
+  free(text);
+  cr_expect_eq(bml_worker_set_limit(mw->w, 1.0), 0, "set_limit");
 }
 
 Test(worker, another_threads_calls_meet_a_mat_vec_in_flight_as_busy) {
@@ -901,6 +909,92 @@ Test(worker, out_of_order_calls_are_refused) {
   bml_worker_close(w);
   bml_worker_close(NULL);
   bml_worker_release(NULL);
+}
+
+/* Results over a product's own weights or activation are refused before
+ * anything runs, by each call that takes them. */
+Test(worker, results_over_their_own_inputs_are_refused) {
+  bml_worker *w = open_worker("0.5");
+  matrix m = make(64, 1024, 21, false);
+  float *over_a = (float *)(void *)m.a, *over_w = (float *)(void *)(m.w + 3);
+  cr_expect_eq(bml_worker_mat_vec(w, "m", m.w, m.rows, m.n, m.a, over_a), BML_EINVAL);
+  cr_expect_eq(bml_worker_mat_vec(w, "m", m.w, m.rows, m.n, m.a, over_w), BML_EINVAL);
+  matrix other = make(64, 1024, 22, true);
+  bml_product p[2] = {{"other", other.w, other.rows, other.n, other.a, other.got}, {"m", m.w, m.rows, m.n, m.a, over_a}};
+  memset(other.got, 0xff, other.rows * sizeof(float));
+  cr_expect_eq(bml_worker_mat_vec_batch(w, p, 2), BML_EINVAL);
+  cr_expect_eq(golden_bits(other.got[0]), 0xffffffffu, "a batch with a bad product computed another");
+  size_t card_rows = 0;
+  cr_assert_eq(bml_worker_begin(w, "m", m.w, m.rows, m.n, m.a, &card_rows), 0);
+  cr_assert(card_rows > 0, "the card took none of the rows");
+  cr_expect_eq(bml_worker_finish(w, over_a), BML_EINVAL, "finish into the activation");
+  cr_assert_eq(bml_pool_q1_0_mat_vec(pool, m.w + card_rows * 8, m.rows - card_rows, m.n, m.a, m.got + card_rows), 0);
+  cr_assert_eq(bml_worker_finish(w, m.got), 0, "the product stayed in flight");
+  cr_expect(bml__first_difference(m.want, m.got, m.rows) < 0);
+  expect_exact(w, &m, "m");
+  unmake(&other);
+  unmake(&m);
+  bml_worker_close(w);
+}
+
+/* In a child of fork() the card is the parent's: the child's products run
+ * on the CPU with the same bits and without a call to the driver (whose
+ * threads are not in the child: PoCL's wait would never end), release and
+ * close return, and the parent's worker goes on with its card. */
+static int child_of_fork(bml_worker *w, matrix *m, batch *b) {
+  alarm(60); /* a hang ends as SIGALRM */
+  memset(m->got, 0xff, m->rows * sizeof(float));
+  if (bml_worker_mat_vec(w, "m", m->w, m->rows, m->n, m->a, m->got) != 0) return 2;
+  if (bml__first_difference(m->want, m->got, m->rows) >= 0) return 3;
+  for (size_t i = 0; i < b->count; i++) memset(b->m[i].got, 0xff, b->m[i].rows * sizeof(float));
+  if (bml_worker_mat_vec_batch(w, b->p, b->count) != 0) return 4;
+  for (size_t i = 0; i < b->count; i++)
+    if (bml__first_difference(b->m[i].want, b->m[i].got, b->m[i].rows) >= 0) return 5;
+  char *text = NULL;
+  if (bml_worker_status_json(w, &text) != 0) return 6;
+  bool retired = strstr(text, "\"retired\":true") != NULL;
+  free(text);
+  if (!retired) return 7;
+  if (!strstr(logged, "child of fork()")) return 8;
+  bml_worker_release(w);
+  bml_worker_close(w);
+  return 0;
+}
+
+Test(worker, a_child_of_fork_leaves_the_card_to_its_parent) {
+  bml_worker *w = open_worker("0.5");
+  cr_assert_eq(bml_worker_set_limit(w, 1.0), 0);
+  matrix m = make(300, 1024, 23, true);
+  batch b;
+  make_batch(&b, 6, 100, 3, 1024, 40, "b");
+  expect_exact(w, &m, "m");
+  expect_batch(w, &b);
+  json_t *j = status(w);
+  const long long on_card = field(j, "products_on_card");
+  json_decref(j);
+  cr_assert(on_card >= 7, "the card took %lld of 7 products", on_card);
+  fflush(NULL);
+  pid_t pid = fork();
+  cr_assert(pid >= 0);
+  if (pid == 0) {
+    logged[0] = '\0';
+    bml_log_set_sink(capture, NULL);
+    _exit(child_of_fork(w, &m, &b));
+  }
+  int st = 0;
+  cr_assert_eq(waitpid(pid, &st, 0), pid);
+  cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the child %s %d (exits: 2-5 a product failed or differed, 6-7 the "
+            "status, 8 the log)", WIFSIGNALED(st) ? "died of signal" : "exited",
+            WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
+  expect_exact(w, &m, "m");
+  expect_batch(w, &b);
+  j = status(w);
+  cr_expect_eq(field(j, "products_on_card"), on_card + 7, "the parent's card after the fork");
+  cr_expect(!json_is_true(json_object_get(j, "retired")));
+  json_decref(j);
+  unmake_batch(&b);
+  unmake(&m);
+  bml_worker_close(w);
 }
 
 Test(worker, card_alone_gives_the_cpu_bits) {

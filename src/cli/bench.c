@@ -116,8 +116,8 @@ static void usage(FILE *f) {
   fprintf(f,
           "\n"
           "  --threads LIST   pool sizes, e.g. 1,2,4 or 1-8.  Default: every count from 1\n"
-          "                   to BANKML_THREADS, else to the number of online CPUs.  The\n"
-          "                   card's modes and --model take the largest only\n"
+          "                   to BANKML_THREADS, else to the number of CPUs bankml-cl may\n"
+          "                   run on.  The card's modes and --model take the largest only\n"
           "  --runs N         timed runs per measurement (default %d)\n"
           "  --warmup N       untimed runs before the warm measurement (default %d)\n"
           "  --quick          a smoke test of a few seconds: 2048x2048 and 4096x4096, 1 and\n"
@@ -282,8 +282,8 @@ static int parse_args(int argc, char **argv, struct bench_args *args) {
   return rc;
 }
 
-/* The pool size bml_pool_open(0) picks (BANKML_THREADS, else the online
- * CPUs); opening it is also how a bad BANKML_THREADS is caught up front. */
+/* The pool size bml_pool_open(0) picks (BANKML_THREADS, else the CPUs of
+ * the process's affinity); opening it is also how a bad BANKML_THREADS is caught up front. */
 static int default_pool_threads(int *out) {
   bml_pool *p = NULL;
   int rc = bml_pool_open(0, &p);
