@@ -11,7 +11,6 @@
 #include <unistd.h>
 
 #include "bankml-cl.h"
-#include "golden.h"
 
 extern char **environ;
 
@@ -537,7 +536,10 @@ Test(cli, devices_verify_refuses_a_card_that_fails_and_exits_2) {
   run_free(&r);
 }
 
-Test(cli, devices_verify_passes_on_pocl_with_the_software_flag) {
+/* A full verification of every selected device (on the GPU machine the
+ * H200 and PoCL, with make check -j8 beside it) takes longer than the
+ * suite's 120 s there. */
+Test(cli, devices_verify_passes_on_pocl_with_the_software_flag, .timeout = 400) {
   unsetenv("OCL_ICD_VENDORS");
   unsetenv("BANKML_SYSFS_ROOT");
   unsetenv("BANKML_GPU");
@@ -565,7 +567,7 @@ Test(cli, devices_verify_passes_on_pocl_with_the_software_flag) {
 /* --golden names a directory without the golden file: the card is not
  * verified (the cases asked for could not be checked), and the line says
  * why; the hint about BANKML_GOLDEN_DIR is for the default only. */
-Test(cli, devices_verify_refuses_when_the_named_golden_cases_cannot_be_read) {
+Test(cli, devices_verify_refuses_when_the_named_golden_cases_cannot_be_read, .timeout = 400) {
   unsetenv("OCL_ICD_VENDORS");
   unsetenv("BANKML_SYSFS_ROOT");
   unsetenv("BANKML_GPU");
@@ -586,51 +588,6 @@ Test(cli, devices_verify_refuses_when_the_named_golden_cases_cannot_be_read) {
   cr_expect(strstr(r.out, "NOT VERIFIED (the golden check could not run); bankml-cl will not use this card\n") != NULL,
             "%s", r.out);
   cr_expect(strstr(r.out, "did not reproduce") == NULL, "the card's bits were not wrong: %s", r.out);
-  run_free(&r);
-}
-
-/* A golden file whose reference is not this build's CPU kernel's (one bit
- * of case 1's first result flipped): the card is not verified, and the
- * line blames the file, not the card. */
-Test(cli, devices_verify_blames_a_golden_file_that_is_not_the_cpus) {
-  unsetenv("OCL_ICD_VENDORS");
-  unsetenv("BANKML_SYSFS_ROOT");
-  unsetenv("BANKML_GPU");
-  setenv("BANKML_GPU_SOFTWARE", "1", 1);
-  char src[4200], dir[] = "/tmp/bankml-golden-XXXXXX", file[4200];
-  snprintf(src, sizeof src, "%s/q1_0_x_q8_0.golden", golden_dir());
-  cr_assert_not_null(mkdtemp(dir));
-  snprintf(file, sizeof file, "%s/q1_0_x_q8_0.golden", dir);
-  FILE *f = fopen(src, "rb");
-  cr_assert_not_null(f, "%s", src);
-  static unsigned char bytes[8u << 20];
-  size_t len = fread(bytes, 1, sizeof bytes, f);
-  fclose(f);
-  cr_assert(len > 28 && len < sizeof bytes);
-  uint32_t rows, n; /* case 1: rows, n, flags after the 16-byte header, then w, a, the reference */
-  memcpy(&rows, bytes + 16, 4), memcpy(&n, bytes + 20, 4);
-  const size_t ref = 28 + (size_t)rows * (n / 128) * 18 + (size_t)n / 32 * 34;
-  cr_assert(rows > 0 && ref + 4 <= len);
-  bytes[ref] ^= 1; /* the lowest bit of row 0's result */
-  f = fopen(file, "wb");
-  cr_assert_not_null(f);
-  cr_assert_eq(fwrite(bytes, 1, len, f), len);
-  cr_assert_eq(fclose(f), 0);
-  struct run r = RUN("devices", "--verify", "--golden", dir);
-  unlink(file);
-  rmdir(dir);
-  if (strstr(r.out, "no usable GPU found")) {
-    run_free(&r);
-    cr_skip_test("no PoCL device here (apt-get install pocl-opencl-icd)");
-  }
-  cr_expect_eq(r.status, 2, "stdout: %s stderr: %s", r.out, r.err);
-  cr_expect(strstr(r.out, "are not this build's CPU kernel's: case 1 (") != NULL, "%s", r.out);
-  cr_expect(strstr(r.out, ") row 0 is 0x") != NULL, "%s", r.out);
-  cr_expect(strstr(r.out, "NOT VERIFIED (the golden check could not run); bankml-cl will not use this card\n") != NULL,
-            "%s", r.out);
-  cr_expect(strstr(r.out, "did not reproduce") == NULL, "the card's bits were not wrong: %s", r.out);
-  cr_expect(strstr(r.out, "golden: row") == NULL && strstr(r.out, "differs (cpu") == NULL,
-            "a kernel was checked against the file: %s", r.out);
   run_free(&r);
 }
 

@@ -253,6 +253,55 @@ Test(oracle, golden_cases_named_but_unreadable_refuse_and_absent_ones_are_a_note
   bml_devices_free(l);
 }
 
+/* A golden file whose reference is not this build's CPU kernel's (one bit
+ * of case 1's first result flipped in a copy): the card is refused by a
+ * line that blames the file, naming the case, the row and both values,
+ * and no kernel is checked against the file (it would blame the card). */
+Test(oracle, a_golden_file_that_is_not_the_cpus_is_blamed_not_the_card) {
+  char src[4200], dir[] = "/tmp/bankml-golden-XXXXXX", file[4200];
+  snprintf(src, sizeof src, "%s/%s", golden_dir(), BML__GOLDEN_Q1_FILE);
+  cr_assert_not_null(mkdtemp(dir));
+  snprintf(file, sizeof file, "%s/%s", dir, BML__GOLDEN_Q1_FILE);
+  FILE *f = fopen(src, "rb");
+  cr_assert_not_null(f, "%s", src);
+  static unsigned char bytes[8u << 20];
+  size_t len = fread(bytes, 1, sizeof bytes, f);
+  fclose(f);
+  cr_assert(len > 28 && len < sizeof bytes);
+  uint32_t rows, n; /* case 1: rows, n, flags after the 16-byte header, then w, a, the reference */
+  memcpy(&rows, bytes + 16, 4), memcpy(&n, bytes + 20, 4);
+  const size_t ref = 28 + (size_t)rows * (n / 128) * 18 + (size_t)n / 32 * 34;
+  cr_assert(rows > 0 && ref + 4 <= len);
+  bytes[ref] ^= 1; /* the lowest bit of row 0's result */
+  f = fopen(file, "wb");
+  cr_assert_not_null(f);
+  cr_assert_eq(fwrite(bytes, 1, len, f), len);
+  cr_assert_eq(fclose(f), 0);
+  size_t i;
+  bml_devices *l = card_under_test(&i);
+  bml__oracle_hooks h = {.quick = true};
+  bml__oracle_set_hooks(&h);
+  static collected c;
+  bml_verify_options o = collecting(&c);
+  o.golden_dir = dir;
+  int rc = bml_devices_verify(l, i, &o);
+  unlink(file);
+  rmdir(dir);
+  cr_expect_eq(rc, BML_EVERIFY, "a golden file that is not the CPU's passed: %s", bml_err_name(rc));
+  const bml_verify_line *g = find_line(&c, "golden", "", 0, 0, "golden");
+  cr_expect(g && !g->ok && g->detail && strstr(g->detail, "are not this build's CPU kernel's: case 1 (") &&
+                strstr(g->detail, ") row 0 is 0x"),
+            "%s", g && g->detail ? g->detail : "no line");
+  size_t against = 0, refused = 0;
+  for (size_t k = 0; k < c.n; k++) {
+    against += strcmp(c.lines[k].regime, "golden") == 0 && strcmp(c.lines[k].check, "golden") != 0;
+    refused += !c.lines[k].ok;
+  }
+  cr_expect_eq(against, 0, "%zu kernels were checked against the file", against);
+  cr_expect_eq(refused, 1, "%zu lines refused: only the file's should", refused);
+  bml_devices_free(l);
+}
+
 /* A batched kernel that writes nothing (the test switch below) must not pass
  * on results another kernel left in the buffers: the oracle fills them
  * before each check, and each kernel's cases are its own. */
