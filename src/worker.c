@@ -1189,7 +1189,14 @@ static int finish(bml_worker *w, float *out, bool own) {
     return BML_EINVAL;
   }
   w->single.out = out;
-  int rc = complete(w, &w->cur);
+  int rc;
+  if (in_child(w) && w->cur.on_card) { /* begun in the parent: its card rows are computed here */
+    leave_to_parent(w);
+    w->cur.on_card = false, w->cur.nreads = 0; /* the parent's events, left alone */
+    rc = bml_q1_0_mat_vec(p->wts, w->cur.card_rows[0], p->n, p->act, out);
+  } else {
+    rc = complete(w, &w->cur);
+  }
   w->cur.active = false;
   leave(w);
   return rc;

@@ -941,26 +941,43 @@ Test(worker, results_over_their_own_inputs_are_refused) {
  * on the CPU with the same bits and without a call to the driver (whose
  * threads are not in the child: PoCL's wait would never end), release and
  * close return, and the parent's worker goes on with its card. */
-static int child_of_fork(bml_worker *w, matrix *m, batch *b) {
-  alarm(60); /* a hang ends as SIGALRM */
+/* Finishes the product begun on m (card_rows on the card): its CPU rows
+ * here, then finish; 0 when every row is the CPU's. */
+static int finish_begun(bml_worker *w, matrix *m, size_t card_rows) {
   memset(m->got, 0xff, m->rows * sizeof(float));
-  if (bml_worker_mat_vec(w, "m", m->w, m->rows, m->n, m->a, m->got) != 0) return 2;
-  if (bml__first_difference(m->want, m->got, m->rows) >= 0) return 3;
+  if (bml_q1_0_mat_vec(m->w + card_rows * (m->n / 128), m->rows - card_rows, m->n, m->a, m->got + card_rows) != 0 ||
+      bml_worker_finish(w, m->got) != 0)
+    return 1;
+  return bml__first_difference(m->want, m->got, m->rows) >= 0 ? 2 : 0;
+}
+
+static int child_of_fork(bml_worker *w, matrix *begun, size_t card_rows, matrix *m, batch *b) {
+  alarm(60); /* a hang ends as SIGALRM */
+  int rc = finish_begun(w, begun, card_rows); /* the parent's product, begun before the fork */
+  if (rc != 0) return 1 + rc;
+  memset(m->got, 0xff, m->rows * sizeof(float));
+  if (bml_worker_mat_vec(w, "m", m->w, m->rows, m->n, m->a, m->got) != 0) return 4;
+  if (bml__first_difference(m->want, m->got, m->rows) >= 0) return 5;
   for (size_t i = 0; i < b->count; i++) memset(b->m[i].got, 0xff, b->m[i].rows * sizeof(float));
-  if (bml_worker_mat_vec_batch(w, b->p, b->count) != 0) return 4;
+  if (bml_worker_mat_vec_batch(w, b->p, b->count) != 0) return 6;
   for (size_t i = 0; i < b->count; i++)
-    if (bml__first_difference(b->m[i].want, b->m[i].got, b->m[i].rows) >= 0) return 5;
+    if (bml__first_difference(b->m[i].want, b->m[i].got, b->m[i].rows) >= 0) return 7;
   char *text = NULL;
-  if (bml_worker_status_json(w, &text) != 0) return 6;
+  if (bml_worker_status_json(w, &text) != 0) return 8;
   bool retired = strstr(text, "\"retired\":true") != NULL;
   free(text);
-  if (!retired) return 7;
-  if (!strstr(logged, "child of fork()")) return 8;
+  if (!retired) return 9;
+  if (!strstr(logged, "child of fork()")) return 10;
   bml_worker_release(w);
   bml_worker_close(w);
   return 0;
 }
 
+/* In a child of fork() the card is the parent's: the child's products
+ * (one the parent began before the fork among them) run on the CPU with
+ * the same bits and without a call to the driver (whose threads are not
+ * in the child: PoCL's wait would never end), release and close return,
+ * and the parent's worker goes on with its card. */
 Test(worker, a_child_of_fork_leaves_the_card_to_its_parent) {
   bml_worker *w = open_worker("0.5");
   cr_assert_eq(bml_worker_set_limit(w, 1.0), 0);
@@ -969,31 +986,38 @@ Test(worker, a_child_of_fork_leaves_the_card_to_its_parent) {
   make_batch(&b, 6, 100, 3, 1024, 40, "b");
   expect_exact(w, &m, "m");
   expect_batch(w, &b);
+  /* begun just before the fork, big enough for PoCL to be at work on it then */
+  matrix big = make(4096, 4096, 24, false);
+  size_t card_rows = 0;
   json_t *j = status(w);
   const long long on_card = field(j, "products_on_card");
   json_decref(j);
-  cr_assert(on_card >= 7, "the card took %lld of 7 products", on_card);
+  cr_assert(on_card >= 7, "the card took %lld of 7 products", on_card); /* the begun one counts when it ends */
   fflush(NULL);
+  cr_assert_eq(bml_worker_begin(w, "big", big.w, big.rows, big.n, big.a, &card_rows), 0);
+  cr_assert(card_rows > 0, "the card took none of the begun product");
   pid_t pid = fork();
   cr_assert(pid >= 0);
   if (pid == 0) {
     logged[0] = '\0';
     bml_log_set_sink(capture, NULL);
-    _exit(child_of_fork(w, &m, &b));
+    _exit(child_of_fork(w, &big, card_rows, &m, &b));
   }
   int st = 0;
   cr_assert_eq(waitpid(pid, &st, 0), pid);
-  cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the child %s %d (exits: 2-5 a product failed or differed, 6-7 the "
-            "status, 8 the log)", WIFSIGNALED(st) ? "died of signal" : "exited",
-            WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
+  cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 0,
+            "the child %s %d (exits: 2-3 the begun product failed or differed, 4-7 a product, 8-9 the status, 10 "
+            "the log)", WIFSIGNALED(st) ? "died of signal" : "exited", WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
+  cr_expect_eq(finish_begun(w, &big, card_rows), 0, "the parent's begun product");
   expect_exact(w, &m, "m");
   expect_batch(w, &b);
   j = status(w);
-  cr_expect_eq(field(j, "products_on_card"), on_card + 7, "the parent's card after the fork");
+  cr_expect_eq(field(j, "products_on_card"), on_card + 8, "the parent's card after the fork");
   cr_expect(!json_is_true(json_object_get(j, "retired")));
   json_decref(j);
   unmake_batch(&b);
   unmake(&m);
+  unmake(&big);
   bml_worker_close(w);
 }
 

@@ -93,8 +93,8 @@ static int global_options(int argc, char **argv) {
   return -1;
 }
 
-/* Output goes through stdio: a full disk or closed pipe shows only here. */
-/* Output that could not be written is status 3 whatever the command found
+/* Output goes through stdio: a full disk or closed pipe shows only here.
+ * Output that could not be written is status 3 whatever the command found
  * (a failed check's report is lost too; stdio may have failed during the
  * report or only at this flush, by its size), except a usage error's 2. */
 static int finish_output(int status) {

@@ -283,7 +283,8 @@ static int parse_args(int argc, char **argv, struct bench_args *args) {
 }
 
 /* The pool size bml_pool_open(0) picks (BANKML_THREADS, else the CPUs of
- * the process's affinity); opening it is also how a bad BANKML_THREADS is caught up front. */
+ * the process's affinity); opening it is also how a bad BANKML_THREADS is
+ * caught up front. */
 static int default_pool_threads(int *out) {
   bml_pool *p = NULL;
   int rc = bml_pool_open(0, &p);
