@@ -111,7 +111,8 @@ BML_EXTERN int bml_q1_0_mat_vec(const bml_block_q1_0 *w, size_t rows, size_t n,
                                 const bml_block_q8_0 *a, float *out);
 
 /* Quantizes n floats (a positive multiple of 32) into n/32 Q8_0 blocks, bit
- * for bit as ggml's x86 AVX2 quantize_row_q8_0.  Returns 0, BML_EINVAL or
+ * for bit as ggml's x86 AVX2 quantize_row_q8_0.  out must not overlap x.
+ * Returns 0, BML_EINVAL (a NULL pointer, or out overlapping x) or
  * BML_ESHAPE; on error out is not written. */
 BML_EXTERN int bml_q8_0_quantize(const float *x, size_t n, bml_block_q8_0 *out);
 

@@ -34,7 +34,10 @@ static float block_amax(const float *x) {
 
 int bml_q8_0_quantize(const float *x, size_t n, bml_block_q8_0 *out) {
   if (!x || !out) return BML_EINVAL;
-  if (n == 0 || n % BML_Q8_0_BLOCK != 0) return BML_ESHAPE;
+  if (n == 0 || n % BML_Q8_0_BLOCK != 0 || n > SIZE_MAX / sizeof *x) return BML_ESHAPE;
+  /* a block written over inputs not read yet would quantize other values */
+  const uintptr_t xa = (uintptr_t)x, oa = (uintptr_t)out, xb = n * sizeof *x, ob = n / BML_Q8_0_BLOCK * sizeof *out;
+  if (xa < oa ? oa - xa < xb : xa - oa < ob) return BML_EINVAL;
   for (size_t b = 0; b < n / BML_Q8_0_BLOCK; b++) {
     const float *v = x + b * BML_Q8_0_BLOCK;
     const float amax = block_amax(v);

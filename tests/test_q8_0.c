@@ -50,6 +50,22 @@ Test(q8_0, bad_arguments_are_refused_and_nothing_written) {
   for (size_t i = 0; i < sizeof out; i++) cr_assert_eq(((unsigned char *)out)[i], 0x5a);
 }
 
+/* In place (the blocks over the floats not read yet) would quantize other
+ * values: refused; right after the floats is fine. */
+Test(q8_0, blocks_over_the_inputs_are_refused) {
+  float *buf = malloc(64 * sizeof *buf + 2 * sizeof(bml_block_q8_0));
+  cr_assert(buf);
+  for (int i = 0; i < 64; i++) buf[i] = (float)(i % 7) - 3.0f;
+  bml_block_q8_0 want[2];
+  cr_assert_eq(bml_q8_0_quantize(buf, 64, want), 0);
+  cr_expect_eq(bml_q8_0_quantize(buf, 64, (bml_block_q8_0 *)(void *)buf), BML_EINVAL, "in place");
+  cr_expect_eq(bml_q8_0_quantize(buf, 64, (bml_block_q8_0 *)(void *)(buf + 63)), BML_EINVAL, "over the last float");
+  bml_block_q8_0 *after = (bml_block_q8_0 *)(void *)(buf + 64);
+  cr_expect_eq(bml_q8_0_quantize(buf, 64, after), 0);
+  cr_expect(memcmp(after, want, sizeof want) == 0);
+  free(buf);
+}
+
 Test(q8_0, zero_block_gives_zero_scale_and_quants) {
   float x[32] = {0};
   bml_block_q8_0 out;
