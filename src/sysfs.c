@@ -51,6 +51,12 @@ void bml__sysfs_init(bml__sysfs *fs, const char *root, const char *pci_ids) {
     bml__error(BML_CAT_PCI, "pci.ids path \"%.60s...\" is too long; no names will be found", pci_ids);
     snprintf(fs->pci_ids, sizeof fs->pci_ids, "%s", REFUSED_ROOT);
   }
+  /* libpci opens it blocking: a FIFO there would wait for a writer for ever */
+  struct stat st;
+  if (fs->pci_ids[0] && strcmp(fs->pci_ids, REFUSED_ROOT) != 0 && stat(fs->pci_ids, &st) == 0 && !S_ISREG(st.st_mode)) {
+    bml__error(BML_CAT_PCI, "pci.ids path \"%s\" is not a regular file; no names will be found", fs->pci_ids);
+    snprintf(fs->pci_ids, sizeof fs->pci_ids, "%s", REFUSED_ROOT);
+  }
 }
 
 int bml__sysfs_path(const bml__sysfs *fs, const char *rel, char *buf, size_t cap) {

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "logbuf.h"
@@ -143,6 +144,30 @@ Test(devices, a_finding_is_noted_once_however_often_it_is_met) {
       cr_expect_str_neq(a, bml_devices_note(l, k), "notes %zu and %zu are the same", k, i);
   }
   cr_expect_eq(said, 1, "the unreadable pci.ids was noted %zu times", said);
+  bml_devices_free(l);
+}
+
+/* BANKML_PCI_IDS naming a FIFO: libpci would open it blocking and wait
+ * for a writer for ever; it is refused by name and no names are found. */
+Test(devices, a_pci_ids_that_is_not_a_file_is_refused_at_once) {
+  use_fake("mixed", "mixed");
+  char dir[] = "/tmp/bml-ids-XXXXXX", path[64];
+  cr_assert_not_null(mkdtemp(dir));
+  snprintf(path, sizeof path, "%s/pci.ids", dir);
+  cr_assert_eq(mkfifo(path, 0600), 0);
+  setenv("BANKML_PCI_IDS", path, 1);
+  logged[0] = '\0';
+  bml_log_set_sink(capture, NULL);
+  bml_devices *l = discover();
+  bml_log_set_sink(NULL, NULL);
+  unlink(path);
+  rmdir(dir);
+  cr_expect(strstr(logged, "is not a regular file; no names will be found") != NULL, "%s", logged);
+  json_t *root = report(l);
+  json_t *name = json_object_get(json_object_get(device_json(root, 0), "pci"), "vendor_name");
+  cr_expect(!json_is_string(name) || !*json_string_value(name), "a name was found: %s",
+            json_is_string(name) ? json_string_value(name) : "");
+  json_decref(root);
   bml_devices_free(l);
 }
 
