@@ -95,12 +95,13 @@ static int global_options(int argc, char **argv) {
 
 /* Output goes through stdio: a full disk or closed pipe shows only here.
  * Output that could not be written is status 3 whatever the command found
- * (a failed check's report is lost too; stdio may have failed during the
- * report or only at this flush, by its size), except a usage error's 2. */
+ * (a failed check's report, or a refused card's, is lost too; stdio may
+ * have failed during the report or only at this flush, by its size).  A
+ * usage error writes nothing there. */
 static int finish_output(int status) {
   if (fflush(stdout) != 0 || ferror(stdout)) {
     fprintf(stderr, "bankml-cl: cannot write the output: %s\n", strerror(errno));
-    return status == CLI_EXIT_USAGE ? status : CLI_EXIT_ERROR;
+    return CLI_EXIT_ERROR;
   }
   return status;
 }

@@ -367,7 +367,7 @@ static int run_modes(const struct bench_args *args) {
   /* what was measured before a mode failed is reported all the same */
   if (rc == 0 || rep.nrows > 0) {
     int rrc = args->cfg.json ? bench_render_json(&rep, stdout) : bench_render_text(&rep, stdout);
-    if (rc == 0 || rrc == CLI_EXIT_ERROR) rc = rrc; /* an unwritten report is 3, as finish_output has it */
+    if (rrc != 0) rc = rrc; /* an unwritten report (BML_EIO) is 3, as finish_output has it */
   }
   int status = rc == 0 ? CLI_EXIT_OK : rc == BML_EENV ? CLI_EXIT_USAGE : CLI_EXIT_ERROR;
   for (size_t i = 0; status == CLI_EXIT_OK && i < rep.nrows; i++)
