@@ -137,8 +137,9 @@ typedef struct bml_pool bml_pool;
  * BML_EENV, and a message naming it is logged), else the CPUs the process
  * may run on (its affinity: taskset, a container's cpuset; at most
  * BML_POOL_MAX_THREADS).  In a child of fork() a pool opened before the
- * fork has none of its threads: its products run on the calling thread
- * alone (the same bits), and bml_pool_close frees it there as well.
+ * fork has none of its threads: there it is a pool of one thread
+ * (bml_pool_threads says 1), idle (a product another thread was running
+ * at the fork is not in the child), with the same bits.
  * Returns 0 and *out, or BML_EINVAL, BML_EENV, BML_ENOMEM, BML_ETHREAD.
  * Close with bml_pool_close(). */
 BML_EXTERN int bml_pool_open(int threads, bml_pool **out);
@@ -316,8 +317,11 @@ BML_EXTERN int bml_devices_verify(bml_devices *d, size_t i, const bml_verify_opt
  * anything.
  *
  * In a child of fork(), a worker opened before the fork leaves the card to
- * the parent: its products run on the CPU (logged once), and release and
- * close free only the worker's own memory.
+ * the parent: its products run on the CPU (logged once; a product this
+ * thread began in the parent is finished there; one another thread was
+ * running is not in the child), and release and close free only the
+ * worker's own memory.  Nor does a child of a process that used OpenCL
+ * open a worker with a card, or verify one: the driver is the parent's.
  * ---------------------------------------------------------------------- */
 typedef struct bml_worker bml_worker;
 

@@ -133,10 +133,26 @@ int bml__q1_0_run(const bml__q1_0_kernel *k, const bml_block_q1_0 *w, size_t row
  * such as copying a batch's results out: fn must do all of it for any
  * nthreads. */
 void bml__pool_run(bml_pool *p, void (*fn)(void *ctx, int tid, int nthreads), void *ctx);
-/* How many times this process was forked since its first pool opened (the
- * count a child sees is its parent's plus one): what was opened at
- * another count belongs to an ancestor. */
+/* ---- fork() (fork.c) ------------------------------------------------------- */
+/* An open object's hook for a child of fork(): fn(ctx) runs in the child
+ * before anything else there (single-threaded, in a pthread_atfork
+ * handler: no locks, no logging). */
+typedef struct bml__fork_watch {
+  struct bml__fork_watch *prev, *next;
+  void (*in_child)(void *ctx);
+  void *ctx;
+} bml__fork_watch;
+void bml__fork_watch_add(bml__fork_watch *w, void (*fn)(void *ctx), void *ctx);
+void bml__fork_watch_remove(bml__fork_watch *w); /* a watch never added: nothing */
+/* How many times this process forked since the handlers were set up (by a
+ * first watch or OpenCL call; a child sees its parent's count plus one). */
 unsigned bml__forks(void);
+/* Records the process's first OpenCL call; bml__opencl_forked: OpenCL was
+ * used before the last fork, so this process (a child) must not use it. */
+void bml__opencl_used(void);
+bool bml__opencl_forked(void);
+void bml__log_in_child(void); /* log.c: its lock made anew in a child */
+
 /* Jobs the pool has run on more than one thread (for tests). */
 unsigned long bml__pool_runs(bml_pool *p);
 /* Rows of one product for bml__pool_mat_vec_many: rows [0, rows) of w

@@ -53,6 +53,10 @@ void bml_log_set_sink(bml_log_fn fn, void *ctx) {
   pthread_mutex_unlock(&sink_lock);
 }
 
+/* In a child of fork() (fork.c): another thread may have held the lock at
+ * the fork, and is not there to let it go. */
+void bml__log_in_child(void) { pthread_mutex_init(&sink_lock, NULL); }
+
 void bml__vlog(bml_log_level level, unsigned cat, const char *fmt, va_list ap) {
   char msg[2048];
   vsnprintf(msg, sizeof msg, fmt, ap);

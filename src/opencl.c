@@ -249,6 +249,7 @@ static int enumerate_platform(cl_platform_id p, bml__device **devs, size_t *len,
 int bml__cl_enumerate(bml__device **devs, size_t *len, bml__notes *notes) {
   cl_uint n = 0;
   char e[64];
+  bml__opencl_used(); /* a child of a later fork() leaves the driver alone (fork.c) */
   cl_int err = clGetPlatformIDs(0, NULL, &n);
   if (err == CL_PLATFORM_NOT_FOUND_KHR || (err == CL_SUCCESS && n == 0)) {
     bml__notes_add(notes, "no OpenCL platform: the ICD loader found no driver (it reads the .icd "

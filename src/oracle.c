@@ -530,6 +530,11 @@ int bml__oracle_verify(const bml__device *d, size_t index, const bml_verify_opti
   bml__golden_q1 *g = NULL;
   int ng = 0;
   bool quick = (opt && opt->quick) || hooks.quick, native_ok = false;
+  if (bml__opencl_forked()) { /* the driver's threads and state are the parent's (fork.c) */
+    emit_error(&v, "open", "", "this process is a child of fork() of one that used OpenCL: the driver cannot be "
+               "used here");
+    return BML_EVERIFY;
+  }
   int rc = bml__card_open(&d->cl, &c, err, sizeof err);
   if (rc != 0) {
     emit_error(&v, "open", "", err);

@@ -48,20 +48,24 @@ struct bml_pool {
   atomic_ulong runs;   /* jobs run on every thread (bml__pool_runs) */
   void *scratch;       /* activation scratch of the mat-vec jobs */
   size_t scratch_size;
-  unsigned forks;      /* bml__forks() when the pool was opened */
+  bml__fork_watch watch;
 };
 
-/* fork(): a child has the pool's memory but none of its threads, so a job
- * handed to them would never end.  A pthread_atfork handler counts the
- * process's forks; a pool opened before the last one (in the parent) runs
- * every job on the calling thread alone, and its close frees the memory
- * without joining or destroying anything the parent's threads used. */
-static atomic_uint forks;
-static pthread_once_t forks_once = PTHREAD_ONCE_INIT;
-static void count_fork(void) { atomic_fetch_add_explicit(&forks, 1, memory_order_relaxed); }
-static void watch_forks(void) { pthread_atfork(NULL, NULL, count_fork); }
-unsigned bml__forks(void) { return atomic_load_explicit(&forks, memory_order_relaxed); }
-static bool in_child(const struct bml_pool *p) { return p->forks != bml__forks(); }
+/* In a child of fork() (fork.c): the pool has none of its threads there,
+ * so a job handed to them would never end, and another thread's product
+ * (its driving flag, a job pending) never finishes.  The copy becomes a
+ * pool of one thread, idle; its lock and condition variables are made
+ * anew (the parent's threads may have held or waited on them at the fork). */
+static void pool_in_child(void *ctx) {
+  struct bml_pool *p = ctx;
+  p->nthreads = 1;
+  atomic_store(&p->pending, 0);
+  atomic_store(&p->stop, false);
+  atomic_flag_clear(&p->driving);
+  pthread_mutex_init(&p->mu, NULL);
+  pthread_cond_init(&p->work_cv, NULL);
+  pthread_cond_init(&p->done_cv, NULL);
+}
 
 typedef struct {
   struct bml_pool *pool;
@@ -125,7 +129,7 @@ static void wait_for_workers(struct bml_pool *p) {
 /* Runs fn(ctx, tid, nthreads) on every thread of the pool, the caller as
  * tid 0, and returns when all are done. */
 static void pool_run(struct bml_pool *p, job_fn fn, void *ctx) {
-  if (p->nthreads == 1 || in_child(p)) {
+  if (p->nthreads == 1) {
     fn(ctx, 0, 1);
     return;
   }
@@ -224,7 +228,6 @@ int bml_pool_open(int threads, bml_pool **out) {
   if (!out) return BML_EINVAL;
   *out = NULL;
   bml__debug_load();
-  pthread_once(&forks_once, watch_forks);
   int n;
   int rc = resolve_threads(threads, &n);
   if (rc != 0) return rc;
@@ -235,7 +238,6 @@ int bml_pool_open(int threads, bml_pool **out) {
   struct bml_pool *p = calloc(1, sizeof *p);
   if (!p) return BML_ENOMEM;
   p->nthreads = n;
-  p->forks = bml__forks();
   atomic_flag_clear(&p->driving);
   p->threads = calloc((size_t)n, sizeof *p->threads);
   if (!p->threads) {
@@ -252,6 +254,7 @@ int bml_pool_open(int threads, bml_pool **out) {
     free_pool(p);
     return rc;
   }
+  bml__fork_watch_add(&p->watch, pool_in_child, p);
   bml__debug(BML_CAT_POOL, "pool of %d threads", n);
   *out = p;
   return 0;
@@ -259,12 +262,7 @@ int bml_pool_open(int threads, bml_pool **out) {
 
 void bml_pool_close(bml_pool *p) {
   if (!p) return;
-  if (in_child(p)) { /* the threads are the parent's: a condition variable they waited on would wait for them */
-    bml__aligned_free(p->scratch);
-    free(p->threads);
-    free(p);
-    return;
-  }
+  bml__fork_watch_remove(&p->watch);
   stop_workers(p, p->nthreads - 1);
   free_pool(p);
 }

@@ -178,7 +178,8 @@ struct bml_worker {
   int errors_in_row;
   uint64_t plans; /* submissions planned (entry.planned) */
   bool retired;
-  unsigned forks; /* bml__forks() at the open (in_child) */
+  bool child, child_said; /* a copy in a child of fork(), and whether it has said so */
+  bml__fork_watch watch;
   atomic_flag driving;
   bml__worker_hooks hooks;
 };
@@ -382,16 +383,25 @@ static void retire(bml_worker *w, int err) {
   sync_allocated(w);
 }
 
-/* In a child of fork() the card, its queues and buffers are the parent's
- * (the driver's threads are not in the child, and a wait on them would
- * never end): the worker retires without a word to the driver, and its
- * products run on the CPU.  Release and close then leave the card's
- * objects alone. */
-static bool in_child(const bml_worker *w) { return w->forks != bml__forks(); }
-
-static void leave_to_parent(bml_worker *w) {
-  if (w->retired) return;
+/* In a child of fork() (fork.c) the card, its queues and buffers are the
+ * parent's (the driver's threads are not in the child, and a wait on them
+ * would never end): the copy retires without a word to the driver, and
+ * its products run on the CPU; a call another thread was inside (its
+ * product with it) is not in the child either.  A product this thread
+ * began is finished on the CPU; release and close leave the card's
+ * objects alone.  It says so at its first product (not here: no logging
+ * in a pthread_atfork handler). */
+static void worker_in_child(void *ctx) {
+  bml_worker *w = ctx;
+  w->child = true;
   w->retired = true;
+  if (w->cur.active && w->cur.own_cpu) w->cur.active = false; /* another thread's */
+  atomic_flag_clear(&w->driving);
+}
+
+static void say_child(bml_worker *w) {
+  if (w->child_said) return;
+  w->child_said = true;
   bml__warn(BML_CAT_WORKER, "GPU not used: this process is a child of fork(), and \"%s\" belongs to its parent: "
             "this worker's products run on the CPU", w->card->name);
 }
@@ -610,7 +620,7 @@ static bool rest_or_wait(bml_worker *w, submission *s) {
 
 /* Splits the products into groups (neighbours with one activation) and plans each. */
 static int plan(bml_worker *w, submission *s) {
-  if (in_child(w)) leave_to_parent(w);
+  if (w->child) say_child(w);
   if (reserve((void **)&w->card_rows, &w->card_rows_cap, s->count, sizeof *w->card_rows) ||
       reserve((void **)&w->groups, &w->groups_cap, s->count, sizeof *w->groups) ||
       reserve((void **)&w->cpu_pieces, &w->cpu_pieces_cap, s->count, sizeof *w->cpu_pieces))
@@ -1182,18 +1192,21 @@ static int finish(bml_worker *w, float *out, bool own) {
     leave(w);
     return rc;
   }
-  /* the card's rows land in out, and after an error the CPU computes them from wts and act */
+  /* the card's rows land in out, and after an error the CPU computes them
+   * from wts and act; the caller's rows are there too (whatever the split,
+   * the same answer) */
   const bml_product *p = &w->single;
-  if (bml__q1_0_check(p->wts, w->cur.card_rows[0], p->n, p->act, out) != 0) {
+  if (bml__q1_0_check(p->wts, p->rows, p->n, p->act, out) != 0) {
     leave(w);
     return BML_EINVAL;
   }
   w->single.out = out;
-  int rc;
-  if (in_child(w) && w->cur.on_card) { /* begun in the parent: its card rows are computed here */
-    leave_to_parent(w);
+  int rc = 0;
+  if (w->child) { /* nothing of the card's, nor a timing of the parent's, is used here */
+    say_child(w);
+    if (w->cur.on_card) /* begun in the parent: its card rows are computed here */
+      rc = bml_q1_0_mat_vec(p->wts, w->cur.card_rows[0], p->n, p->act, out);
     w->cur.on_card = false, w->cur.nreads = 0; /* the parent's events, left alone */
-    rc = bml_q1_0_mat_vec(p->wts, w->cur.card_rows[0], p->n, p->act, out);
   } else {
     rc = complete(w, &w->cur);
   }
@@ -1583,7 +1596,6 @@ int bml_worker_open(bml_pool *pool, bml_worker **out) {
   bml_worker *w = calloc(1, sizeof *w);
   if (!w) return BML_ENOMEM;
   w->pool = pool;
-  w->forks = bml__forks();
   atomic_flag_clear(&w->driving);
   w->hooks.kernel = BML_KERNEL_COUNT;
   double limit;
@@ -1616,6 +1628,7 @@ int bml_worker_open(bml_pool *pool, bml_worker **out) {
   }
   bml__debug(BML_CAT_WORKER, "GPU \"%s\": share %.3f%s, limit %.2f, %zu queues", w->card->name, w->share,
              w->share_fixed ? " (BANKML_GPU_SHARE)" : "", w->limiter.limit, w->card->nside + 1);
+  bml__fork_watch_add(&w->watch, worker_in_child, w);
   *out = w;
   return 0;
 }
@@ -1764,7 +1777,7 @@ static void release_all(bml_worker *w) {
 }
 
 void bml_worker_release(bml_worker *w) {
-  if (!w || in_child(w)) return; /* the card's buffers are the parent's */
+  if (!w || w->child) return; /* the card's buffers are the parent's */
   while (!enter(w)) bml__now(); /* another thread is inside a call: wait it out */
   release_all(w);
   leave(w);
@@ -1774,7 +1787,7 @@ void bml_worker_release(bml_worker *w) {
  * build and the devices (a worker of the open's check shares them). */
 static void free_state(bml_worker *w) {
   w->cur.active = false;
-  if (!in_child(w)) {
+  if (!w->child) {
     release_all(w);
     release_reads(&w->cur); /* a product begun and never finished: the card is drained now */
   }
@@ -1794,8 +1807,9 @@ static void free_state(bml_worker *w) {
 
 void bml_worker_close(bml_worker *w) {
   if (!w) return;
+  bml__fork_watch_remove(&w->watch);
   free_state(w);
-  if (!in_child(w)) { /* in a child the card's objects are the parent's: left as they are */
+  if (!w->child) { /* in a child the card's objects are the parent's: left as they are */
     bml__build_release(&w->build);
     bml__card_close(w->card);
   }

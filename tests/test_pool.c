@@ -5,6 +5,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -329,8 +330,16 @@ Test(pool, results_over_their_own_inputs_are_refused) {
   cr_assert_eq(bml_q1_0_mat_vec(w, rows, n, a, want), 0);
   cr_expect_eq(bml_pool_q1_0_mat_vec(p, w, rows, n, a, after), 0);
   cr_expect(golden_first_difference(want, after, rows) < 0);
-  /* one row's results end where the weights start */
-  cr_expect_eq(bml_q1_0_mat_vec(w, 1, n, a, (float *)(void *)(buf + wbytes + abytes)), 0);
+  /* results that end where the weights start */
+  float *before = malloc(rows * sizeof *before + wbytes + abytes);
+  cr_assert(before);
+  memcpy((unsigned char *)before + rows * sizeof *before, buf, wbytes + abytes);
+  const bml_block_q1_0 *w2 = (const bml_block_q1_0 *)(void *)((unsigned char *)before + rows * sizeof *before);
+  const bml_block_q8_0 *a2 = (const bml_block_q8_0 *)(const void *)((const unsigned char *)w2 + wbytes);
+  cr_expect_eq(bml_pool_q1_0_mat_vec(p, w2, rows, n, a2, before), 0);
+  cr_expect(golden_first_difference(want, before, rows) < 0);
+  cr_expect_eq(bml_pool_q1_0_mat_vec(p, w2, rows, n, a2, before + 1), BML_EINVAL, "one float into the weights");
+  free(before);
   bml_pool_close(p);
   free(want);
   free(buf);
@@ -375,6 +384,68 @@ Test(pool, a_child_of_fork_computes_alone_and_closes, .timeout = 120) {
   cr_assert_eq(bml_pool_q1_0_mat_vec(p, w, rows, n, a, got), 0);
   cr_expect(golden_first_difference(want, got, rows) < 0);
   bml_pool_close(p);
+  free(w), free(a), free(want), free(got);
+}
+
+/* Another thread inside a product when the process forks: that thread and
+ * its product are not in the child, whose copy of the pool is one of a
+ * single thread, free (it was busy there for ever: BML_EBUSY). */
+struct busy_pool {
+  bml_pool *p;
+  const bml_block_q1_0 *w;
+  const bml_block_q8_0 *a;
+  size_t rows, n;
+  atomic_bool stop;
+};
+static void *keep_busy(void *arg) {
+  struct busy_pool *b = arg;
+  float *out = malloc(b->rows * sizeof *out);
+  while (out && !atomic_load(&b->stop)) bml_pool_q1_0_mat_vec(b->p, b->w, b->rows, b->n, b->a, out);
+  free(out);
+  return NULL;
+}
+
+Test(pool, a_fork_while_another_thread_computes_leaves_the_child_a_pool, .timeout = 120) {
+  const size_t rows = 2048, n = 2048;
+  bml_block_q1_0 *w = malloc(rows * (n / 128) * sizeof *w);
+  bml_block_q8_0 *a = malloc(n / 32 * sizeof *a);
+  float *want = malloc(rows * sizeof *want), *got = malloc(rows * sizeof *got);
+  cr_assert(w && a && want && got);
+  uint64_t seed = 19;
+  bml__gen_q1_0(&seed, w, rows, n, true);
+  cr_assert_eq(bml__gen_q8_0(&seed, a, n, true), 0);
+  cr_assert_eq(bml_q1_0_mat_vec(w, rows, n, a, want), 0);
+  struct busy_pool b = {.w = w, .a = a, .rows = rows, .n = n};
+  cr_assert_eq(bml_pool_open(3, &b.p), 0);
+  pthread_t t;
+  cr_assert_eq(pthread_create(&t, NULL, keep_busy, &b), 0);
+  int bad = 0;
+  for (int round = 0; round < 5; round++) {
+    usleep(2000);
+    pid_t pid = fork();
+    cr_assert(pid >= 0);
+    if (pid == 0) {
+      alarm(30);
+      memset(got, 0xff, rows * sizeof *got);
+      int rc = bml_pool_q1_0_mat_vec(b.p, w, rows, n, a, got);
+      int code = rc == BML_EBUSY ? 2 : rc != 0 ? 3 : golden_first_difference(want, got, rows) >= 0 ? 4
+                 : bml_pool_threads(b.p) != 1 ? 5 : 0;
+      bml_pool_close(b.p);
+      _exit(code);
+    }
+    int status = 0;
+    cr_assert_eq(waitpid(pid, &status, 0), pid);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+      bad++;
+      cr_log_error("round %d: the child %s %d (2: busy, 3: an error, 4: other bits, 5: threads)", round,
+                   WIFSIGNALED(status) ? "died of signal" : "exited",
+                   WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
+    }
+  }
+  atomic_store(&b.stop, true);
+  pthread_join(t, NULL);
+  cr_expect_eq(bad, 0, "%d of 5 children could not use the pool", bad);
+  bml_pool_close(b.p);
   free(w), free(a), free(want), free(got);
 }
 

@@ -899,7 +899,10 @@ Test(worker, out_of_order_calls_are_refused) {
   card_rows = 1;
   cr_assert_eq(bml_worker_begin(w, "huge", m.w, SIZE_MAX / 32, 128, m.a, &card_rows), 0);
   cr_expect_eq(card_rows, 0, "the card took %zu of the rows", card_rows);
-  cr_assert_eq(bml_worker_finish(w, m.got), 0);
+  /* its results (2^59 floats) cannot lie beside its weights: finish says
+   * so and keeps the product, which close then drops */
+  cr_expect_eq(bml_worker_finish(w, m.got), BML_EINVAL);
+  cr_expect_eq(bml_worker_begin(w, "m", m.w, m.rows, m.n, m.a, &card_rows), BML_ESTATE, "the product was dropped");
   cr_expect_eq(bml_worker_begin(w, NULL, m.w, m.rows, m.n, m.a, &card_rows), BML_EINVAL);
   cr_expect_eq(bml_worker_mat_vec(w, "m", m.w, m.rows, m.n, m.a, NULL), BML_EINVAL);
   cr_expect_eq(bml_worker_set_share(w, 1.5), BML_ERANGE);
@@ -1018,6 +1021,97 @@ Test(worker, a_child_of_fork_leaves_the_card_to_its_parent) {
   unmake_batch(&b);
   unmake(&m);
   unmake(&big);
+  bml_worker_close(w);
+}
+
+/* Another thread inside bml_worker_mat_vec at the fork: its call and its
+ * product are not in the child, whose worker is free (it was busy there
+ * for ever) and retired at once; and a worker opened in the child (whose
+ * parent used OpenCL) gets no card, saying why, rather than hanging in the
+ * driver. */
+struct busy_worker {
+  bml_worker *w;
+  matrix *m;
+  atomic_bool stop;
+  atomic_int done;
+};
+static void *keep_worker_busy(void *arg) {
+  struct busy_worker *b = arg;
+  float *out = malloc(b->m->rows * sizeof *out);
+  while (out && !atomic_load(&b->stop))
+    if (bml_worker_mat_vec(b->w, "busy", b->m->w, b->m->rows, b->m->n, b->m->a, out) == 0) atomic_fetch_add(&b->done, 1);
+  free(out);
+  return NULL;
+}
+
+static int child_of_busy_fork(bml_worker *w, matrix *m) {
+  alarm(60);
+  char *text = NULL;
+  if (bml_worker_status_json(w, &text) != 0) return 2;
+  bool retired = strstr(text, "\"retired\":true") != NULL && strstr(text, "\"busy\":false") != NULL;
+  free(text);
+  if (!retired) return 3;
+  memset(m->got, 0xff, m->rows * sizeof(float));
+  int rc = bml_worker_mat_vec(w, "m", m->w, m->rows, m->n, m->a, m->got);
+  if (rc == BML_EBUSY) return 4;
+  if (rc != 0 || bml__first_difference(m->want, m->got, m->rows) >= 0) return 5;
+  bml_worker *other = (bml_worker *)1;
+  logged[0] = '\0';
+  bml_log_set_sink(capture, NULL);
+  rc = bml_worker_open(pool, &other);
+  if (rc != 0 || other) return 6;
+  if (!strstr(logged, "child of fork() of one that used OpenCL")) return 7;
+  bml_worker_close(w);
+  return 0;
+}
+
+Test(worker, a_fork_while_another_thread_computes_leaves_the_child_a_worker_on_the_cpu) {
+  bml_worker *w = open_worker("0.5");
+  cr_assert_eq(bml_worker_set_limit(w, 1.0), 0);
+  matrix busy = make(2048, 2048, 25, false), m = make(256, 1024, 26, true);
+  struct busy_worker b = {.w = w, .m = &busy};
+  pthread_t t;
+  cr_assert_eq(pthread_create(&t, NULL, keep_worker_busy, &b), 0);
+  while (atomic_load(&b.done) < 2) sched_yield();
+  int bad = 0;
+  for (int round = 0; round < 3; round++) {
+    fflush(NULL);
+    pid_t pid = fork();
+    cr_assert(pid >= 0);
+    if (pid == 0) _exit(child_of_busy_fork(w, &m));
+    int st = 0;
+    cr_assert_eq(waitpid(pid, &st, 0), pid);
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+      bad++;
+      cr_log_error("round %d: the child %s %d (2-3 the status, 4 busy, 5 the product, 6-7 the new worker)", round,
+                   WIFSIGNALED(st) ? "died of signal" : "exited", WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
+    }
+  }
+  atomic_store(&b.stop, true);
+  pthread_join(t, NULL);
+  cr_expect_eq(bad, 0, "%d of 3 children", bad);
+  expect_exact(w, &m, "m"); /* the parent's worker goes on */
+  unmake(&busy);
+  unmake(&m);
+  bml_worker_close(w);
+}
+
+/* finish refuses results over the product's inputs whatever the split
+ * (with no card rows it once wrote none and checked none). */
+Test(worker, finish_refuses_results_over_the_inputs_at_any_share) {
+  bml_worker *w = open_worker("0.5");
+  matrix m = make(64, 1024, 27, false);
+  for (int i = 0; i < 2; i++) {
+    cr_assert_eq(bml_worker_set_share(w, i ? 0.5 : 0.0), 0);
+    size_t card_rows = 0;
+    cr_assert_eq(bml_worker_begin(w, "m", m.w, m.rows, m.n, m.a, &card_rows), 0);
+    cr_expect_eq(card_rows > 0, i == 1, "share %s: %zu card rows", i ? "0.5" : "0", card_rows);
+    cr_expect_eq(bml_worker_finish(w, (float *)(void *)m.a), BML_EINVAL, "share %s", i ? "0.5" : "0");
+    cr_assert_eq(bml_q1_0_mat_vec(m.w + card_rows * 8, m.rows - card_rows, m.n, m.a, m.got + card_rows), 0);
+    cr_assert_eq(bml_worker_finish(w, m.got), 0);
+    cr_expect(bml__first_difference(m.want, m.got, m.rows) < 0);
+  }
+  unmake(&m);
   bml_worker_close(w);
 }
 
