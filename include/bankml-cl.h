@@ -318,10 +318,13 @@ BML_EXTERN int bml_devices_verify(bml_devices *d, size_t i, const bml_verify_opt
  *
  * In a child of fork(), a worker opened before the fork leaves the card to
  * the parent: its products run on the CPU (logged once; a product this
- * thread began in the parent is finished there; one another thread was
- * running is not in the child), and release and close free only the
- * worker's own memory.  Nor does a child of a process that used OpenCL
- * open a worker with a card, or verify one: the driver is the parent's.
+ * thread began in the parent is finished there; one another thread had
+ * begun is not in the child), and release and close free only the
+ * worker's own memory.  Where another thread was inside a call on the
+ * worker at the fork (changing its lists), the child's copy stays busy
+ * (BML_EBUSY) and close frees only the worker itself.  A child of a
+ * process that used OpenCL lists no device (a note says why), so it
+ * opens no worker with a card: the driver is the parent's.
  * ---------------------------------------------------------------------- */
 typedef struct bml_worker bml_worker;
 

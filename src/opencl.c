@@ -249,6 +249,11 @@ static int enumerate_platform(cl_platform_id p, bml__device **devs, size_t *len,
 int bml__cl_enumerate(bml__device **devs, size_t *len, bml__notes *notes) {
   cl_uint n = 0;
   char e[64];
+  if (bml__opencl_forked()) { /* the driver's state is the parent's (fork.c): not a call to it */
+    bml__notes_add(notes, "this process is a child of fork() of one that used OpenCL: the driver cannot be used "
+                          "here, and no device is listed");
+    return 0;
+  }
   bml__opencl_used(); /* a child of a later fork() leaves the driver alone (fork.c) */
   cl_int err = clGetPlatformIDs(0, NULL, &n);
   if (err == CL_PLATFORM_NOT_FOUND_KHR || (err == CL_SUCCESS && n == 0)) {

@@ -302,9 +302,12 @@ static int ensure_scratch(struct bml_pool *p, size_t need) {
   if (need <= p->scratch_size && p->scratch) return 0;
   void *s = bml__aligned_alloc(need);
   if (!s) return BML_ENOMEM;
-  bml__aligned_free(p->scratch);
+  /* the new one in place before the old one goes: a fork() in between
+   * leaves the child a pointer that is still allocated */
+  void *old = p->scratch;
   p->scratch = s;
   p->scratch_size = need;
+  bml__aligned_free(old);
   return 0;
 }
 

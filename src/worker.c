@@ -8,6 +8,7 @@
 #include <jansson.h>
 #include <limits.h>
 #include <math.h>
+#include <pthread.h>
 #include <sched.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -104,6 +105,7 @@ typedef struct {
   bool timed;
   bool uploaded; /* a matrix went to the card: its time is no measure of the card's rate */
   double forced_weights, forced_time; /* the CPU's work on forced groups: it does not follow the share */
+  pthread_t owner; /* the thread that began it (a child of fork() has only the one that forked) */
   bool own_cpu;  /* the worker computes the CPU's rows (not the caller of bml_worker_begin): their
                     time is known */
   bool cpu_alone; /* they ran on the calling thread alone (another thread drove the pool) */
@@ -179,6 +181,7 @@ struct bml_worker {
   uint64_t plans; /* submissions planned (entry.planned) */
   bool retired;
   bool child, child_said; /* a copy in a child of fork(), and whether it has said so */
+  bool torn;              /* ... that another thread was changing at the fork: busy for good */
   bml__fork_watch watch;
   atomic_flag driving;
   bml__worker_hooks hooks;
@@ -395,7 +398,16 @@ static void worker_in_child(void *ctx) {
   bml_worker *w = ctx;
   w->child = true;
   w->retired = true;
-  if (w->cur.active && w->cur.own_cpu) w->cur.active = false; /* another thread's */
+  w->limiter.allocated = 0; /* the card's buffers are the parent's */
+  if (atomic_flag_test_and_set(&w->driving)) {
+    /* another thread was inside a call, changing the worker's lists as it
+     * went: the copy may be half changed, so it stays busy (BML_EBUSY)
+     * and its close frees only the worker itself */
+    w->torn = true;
+    return;
+  }
+  if (w->cur.active && !pthread_equal(w->cur.owner, pthread_self()))
+    w->cur.active = false; /* another thread's product (its mat_vec's CPU rows, or between its begin and finish) */
   atomic_flag_clear(&w->driving);
 }
 
@@ -1164,6 +1176,7 @@ static int begin(bml_worker *w, const char *name, const bml_block_q1_0 *wts, siz
   s->p = &w->single;
   s->count = 1;
   s->own_cpu = own_cpu;
+  s->owner = pthread_self();
   s->shape = find_shape(w, rows, n);
   s->balance = s->shape ? &s->shape->balance : NULL;
   rc = s->shape ? start(w, s) : BML_ENOMEM;
@@ -1259,6 +1272,7 @@ int bml_worker_mat_vec_batch(bml_worker *w, const bml_product *products, size_t 
   s->p = products;
   s->count = count;
   s->own_cpu = true;
+  s->owner = pthread_self();
   s->balance = find_kind(w, products, count);
   int rc = start(w, s);
   double t0 = bml__now();
@@ -1808,6 +1822,10 @@ static void free_state(bml_worker *w) {
 void bml_worker_close(bml_worker *w) {
   if (!w) return;
   bml__fork_watch_remove(&w->watch);
+  if (w->torn) { /* its lists may be half changed: left, with the card's objects */
+    free(w);
+    return;
+  }
   free_state(w);
   if (!w->child) { /* in a child the card's objects are the parent's: left as they are */
     bml__build_release(&w->build);
