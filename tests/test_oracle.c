@@ -221,19 +221,26 @@ Test(oracle, a_double_rounding_fma_is_found_by_the_probe) {
   bml_devices_free(l);
 }
 
+/* Verifies device i of l with the quick oracle against the golden cases
+ * of dir (NULL: the default), its lines into c (emptied first). */
+static int verify_quick_golden(bml_devices *l, size_t i, collected *c, const char *dir) {
+  bml__oracle_hooks h = {.quick = true};
+  bml__oracle_set_hooks(&h);
+  c->n = 0;
+  bml_verify_options o = collecting(c);
+  o.golden_dir = dir;
+  return bml_devices_verify(l, i, &o);
+}
+
 /* ggml's golden cases: a named directory without them refuses the card; a
  * default copy that was never installed (this build tree) is a note. */
 Test(oracle, golden_cases_named_but_unreadable_refuse_and_absent_ones_are_a_note) {
   size_t i;
   bml_devices *l = card_under_test(&i);
-  bml__oracle_hooks h = {.quick = true};
-  bml__oracle_set_hooks(&h);
   static collected c;
-  bml_verify_options o = collecting(&c);
   char dir[] = "/tmp/bankml-golden-XXXXXX";
   cr_assert_not_null(mkdtemp(dir));
-  o.golden_dir = dir;
-  int rc = bml_devices_verify(l, i, &o);
+  int rc = verify_quick_golden(l, i, &c, dir);
   rmdir(dir);
   cr_expect_eq(rc, BML_EVERIFY, "an empty --golden directory passed: %s", bml_err_name(rc));
   const bml_verify_line *g = find_line(&c, "golden", "", 0, 0, "golden");
@@ -244,9 +251,7 @@ Test(oracle, golden_cases_named_but_unreadable_refuse_and_absent_ones_are_a_note
     bml_devices_free(l);
     cr_skip_test("a copy is installed in %s: the absent case is for a build tree", bml__golden_default_dir());
   }
-  c.n = 0;
-  o.golden_dir = NULL;
-  cr_expect_eq(bml_devices_verify(l, i, &o), 0);
+  cr_expect_eq(verify_quick_golden(l, i, &c, NULL), 0);
   g = find_line(&c, "golden", "", 0, 0, "golden");
   cr_expect(g && g->ok && g->detail && strstr(g->detail, "not checked") && strstr(g->detail, "BANKML_GOLDEN_DIR"), "%s",
             g && g->detail ? g->detail : "no line");
@@ -279,12 +284,8 @@ Test(oracle, a_golden_file_that_is_not_the_cpus_is_blamed_not_the_card) {
   cr_assert_eq(fclose(f), 0);
   size_t i;
   bml_devices *l = card_under_test(&i);
-  bml__oracle_hooks h = {.quick = true};
-  bml__oracle_set_hooks(&h);
   static collected c;
-  bml_verify_options o = collecting(&c);
-  o.golden_dir = dir;
-  int rc = bml_devices_verify(l, i, &o);
+  int rc = verify_quick_golden(l, i, &c, dir);
   unlink(file);
   rmdir(dir);
   cr_expect_eq(rc, BML_EVERIFY, "a golden file that is not the CPU's passed: %s", bml_err_name(rc));

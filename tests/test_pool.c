@@ -51,16 +51,33 @@ Test(pool, golden_on_2_threads) { golden_on_pool(2); }
 Test(pool, golden_on_3_threads) { golden_on_pool(3); }
 Test(pool, golden_on_7_threads) { golden_on_pool(7); }
 
+/* A product's operands (layer-shaped), its single-thread results (want)
+ * and room for another's (got). */
+typedef struct {
+  bml_block_q1_0 *w;
+  bml_block_q8_0 *a;
+  float *want, *got;
+} product;
+
+static product make_product(size_t rows, size_t n, uint64_t seed) {
+  product x = {malloc(rows * (n / 128) * sizeof *x.w), malloc(n / 32 * sizeof *x.a), malloc(rows * sizeof *x.want),
+               malloc(rows * sizeof *x.got)};
+  cr_assert(x.w && x.a && x.want && x.got);
+  bml__gen_q1_0(&seed, x.w, rows, n, true);
+  cr_assert_eq(bml__gen_q8_0(&seed, x.a, n, true), 0);
+  cr_assert_eq(bml_q1_0_mat_vec(x.w, rows, n, x.a, x.want), 0);
+  return x;
+}
+
+static void free_product(product *x) { free(x->w), free(x->a), free(x->want), free(x->got); }
+
 Test(pool, many_products_back_to_back_equal_single_thread) {
   const size_t rows = 1000, n = 1024;
-  bml_block_q1_0 *w = malloc(rows * (n / 128) * sizeof *w);
-  bml_block_q8_0 *a = malloc(n / 32 * sizeof *a);
-  float *want = malloc(rows * sizeof *want), *got = malloc(rows * sizeof *got);
-  cr_assert(w && a && want && got);
-  uint64_t seed = 99;
-  bml__gen_q1_0(&seed, w, rows, n, true);
-  cr_assert_eq(bml__gen_q8_0(&seed, a, n, true), 0);
-  cr_assert_eq(bml_q1_0_mat_vec(w, rows, n, a, want), 0);
+  product x = make_product(rows, n, 99);
+  const bml_block_q1_0 *w = x.w;
+  const bml_block_q8_0 *a = x.a;
+  const float *want = x.want;
+  float *got = x.got;
   bml_pool *p = NULL;
   cr_assert_eq(bml_pool_open(3, &p), 0);
   for (int it = 0; it < 200; it++) {
@@ -72,7 +89,7 @@ Test(pool, many_products_back_to_back_equal_single_thread) {
                  "row %zu past the product was written", r);
   }
   bml_pool_close(p);
-  free(w), free(a), free(want), free(got);
+  free_product(&x);
 }
 
 /* Records the thread count each tid saw. */
@@ -350,14 +367,11 @@ Test(pool, results_over_their_own_inputs_are_refused) {
  * close returns (the threads were spinning or waiting in the parent). */
 Test(pool, a_child_of_fork_computes_alone_and_closes, .timeout = 120) {
   const size_t rows = 777, n = 1024;
-  bml_block_q1_0 *w = malloc(rows * (n / 128) * sizeof *w);
-  bml_block_q8_0 *a = malloc(n / 32 * sizeof *a);
-  float *want = malloc(rows * sizeof *want), *got = malloc(rows * sizeof *got);
-  cr_assert(w && a && want && got);
-  uint64_t seed = 17;
-  bml__gen_q1_0(&seed, w, rows, n, true);
-  cr_assert_eq(bml__gen_q8_0(&seed, a, n, true), 0);
-  cr_assert_eq(bml_q1_0_mat_vec(w, rows, n, a, want), 0);
+  product x = make_product(rows, n, 17);
+  const bml_block_q1_0 *w = x.w;
+  const bml_block_q8_0 *a = x.a;
+  const float *want = x.want;
+  float *got = x.got;
   bml_pool *p = NULL;
   cr_assert_eq(bml_pool_open(4, &p), 0);
   cr_assert_eq(bml_pool_q1_0_mat_vec(p, w, rows, n, a, got), 0); /* the threads have worked */
@@ -384,7 +398,7 @@ Test(pool, a_child_of_fork_computes_alone_and_closes, .timeout = 120) {
   cr_assert_eq(bml_pool_q1_0_mat_vec(p, w, rows, n, a, got), 0);
   cr_expect(golden_first_difference(want, got, rows) < 0);
   bml_pool_close(p);
-  free(w), free(a), free(want), free(got);
+  free_product(&x);
 }
 
 /* Another thread inside a product when the process forks: that thread and
@@ -407,14 +421,11 @@ static void *keep_busy(void *arg) {
 
 Test(pool, a_fork_while_another_thread_computes_leaves_the_child_a_pool, .timeout = 120) {
   const size_t rows = 2048, n = 2048;
-  bml_block_q1_0 *w = malloc(rows * (n / 128) * sizeof *w);
-  bml_block_q8_0 *a = malloc(n / 32 * sizeof *a);
-  float *want = malloc(rows * sizeof *want), *got = malloc(rows * sizeof *got);
-  cr_assert(w && a && want && got);
-  uint64_t seed = 19;
-  bml__gen_q1_0(&seed, w, rows, n, true);
-  cr_assert_eq(bml__gen_q8_0(&seed, a, n, true), 0);
-  cr_assert_eq(bml_q1_0_mat_vec(w, rows, n, a, want), 0);
+  product x = make_product(rows, n, 19);
+  const bml_block_q1_0 *w = x.w;
+  const bml_block_q8_0 *a = x.a;
+  const float *want = x.want;
+  float *got = x.got;
   struct busy_pool b = {.w = w, .a = a, .rows = rows, .n = n};
   cr_assert_eq(bml_pool_open(3, &b.p), 0);
   pthread_t t;
@@ -446,7 +457,7 @@ Test(pool, a_fork_while_another_thread_computes_leaves_the_child_a_pool, .timeou
   pthread_join(t, NULL);
   cr_expect_eq(bad, 0, "%d of 5 children could not use the pool", bad);
   bml_pool_close(b.p);
-  free(w), free(a), free(want), free(got);
+  free_product(&x);
 }
 
 /* The default pool has as many threads as the CPUs the process may run on
