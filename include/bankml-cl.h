@@ -449,7 +449,11 @@ BML_EXTERN void bml_worker_close(bml_worker *w);
  * is set.  BANKML_DEBUG=all (or 1) or a list of categories (pool,cpu,device,pci,
  * build,oracle,worker,env) turns on debug messages; it is read once, by
  * the first bml_pool_open, bml_devices_discover or bml_worker_open.  msg
- * and category are valid during the sink's call only.
+ * and category are valid during the sink's call only.  A message may quote
+ * a driver's strings (device names, build logs): on stderr their control
+ * characters other than newline and tab print as '?'; a sink gets msg as
+ * it was.  A sink must not call fork(): the library may be inside a call
+ * that holds its locks (doc/WORKER.md, fork).
  * ---------------------------------------------------------------------- */
 typedef enum { BML_LOG_ERROR = 0, BML_LOG_WARN = 1, BML_LOG_INFO = 2, BML_LOG_DEBUG = 3 } bml_log_level;
 typedef void (*bml_log_fn)(void *ctx, bml_log_level level, const char *category, const char *msg);

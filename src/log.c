@@ -2,6 +2,7 @@
 #include "bml.h"
 
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -68,6 +69,17 @@ void bml__vlog(bml_log_level level, unsigned cat, const char *fmt, va_list ap) {
     fn(ctx, level, category_name(cat), msg);
     return;
   }
+  /* stderr is often a terminal: a driver's string quoted in msg (a device
+   * name, a build log) must not move the cursor or retitle the window, so
+   * control characters other than newline and tab (C0, DEL, UTF-8's C1)
+   * print as '?'.  A sink gets msg as it was. */
+  unsigned char *w = (unsigned char *)msg;
+  for (const unsigned char *p = w; *p; p++) {
+    bool c1 = p[0] == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f;
+    *w++ = c1 || (p[0] < 0x20 && p[0] != '\n' && p[0] != '\t') || p[0] == 0x7f ? '?' : p[0];
+    p += c1;
+  }
+  *w = '\0';
   static const char *const prefix[] = {"error: ", "warning: ", "", "debug: "};
   fprintf(stderr, "bankml-cl: %s%s\n", prefix[level], msg);
 }

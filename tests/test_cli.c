@@ -467,6 +467,98 @@ Test(cli, devices_brief_is_one_line_per_device) {
   run_free(&r);
 }
 
+/* Whether s holds a control character a terminal would act on: C0 other
+ * than newline, DEL, or UTF-8's C1 (0xc2 0x80-0x9f).  Returns its offset, or
+ * -1. */
+static long control_at(const char *s) {
+  for (const unsigned char *p = (const unsigned char *)s; *p; p++)
+    if ((*p < 0x20 && *p != '\n') || *p == 0x7f || (p[0] == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f))
+      return (long)(p - (const unsigned char *)s);
+  return -1;
+}
+
+/* mixed.conf with the first card's name and its platform's replaced (every
+ * registration of them), as a temporary file; *path gets its name. */
+static void write_named_conf(const char *name, const char *platform, char *path, size_t len) {
+  const char *src = getenv("BANKML_TOP_SRCDIR");
+  cr_assert_not_null(src);
+  char conf[4096];
+  snprintf(conf, sizeof conf, "%s/tests/fakeicd/mixed.conf", src);
+  int in = open(conf, O_RDONLY);
+  cr_assert(in >= 0, "cannot open %s", conf);
+  char *text = slurp(in);
+  close(in);
+  snprintf(path, len, "/tmp/bankml-cl-conf-XXXXXX");
+  int fd = mkstemp(path);
+  cr_assert(fd >= 0);
+  FILE *f = fdopen(fd, "w");
+  cr_assert_not_null(f);
+  for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
+    if (strcmp(line, "name = gfx1030") == 0)
+      fprintf(f, "name = %s\n", name);
+    else if (strncmp(line, "name = Fake Discrete", strlen("name = Fake Discrete")) == 0)
+      fprintf(f, "name = %s%s\n", platform, line + strlen("name = Fake Discrete"));
+    else
+      fprintf(f, "%s\n", line);
+  }
+  cr_assert_eq(fclose(f), 0);
+  free(text);
+}
+
+/* A driver's names are quoted in the text output, not obeyed: an escape
+ * sequence in a device or platform name (a title change, a screen clear, a
+ * C1 control sequence introducer) prints with '?' for each control
+ * character, in the lines and in the library's log on stderr.  The JSON
+ * keeps the name as the driver gave it (jansson escapes it). */
+Test(cli, devices_text_quotes_control_characters_in_driver_names) {
+  const char *evil = "gfx\x1b]0;owned\x07\x1b[2J1030\xc2\x9b" "1m";
+  char path[64];
+  write_named_conf(evil, "Fake\x1b[31m Discrete", path, sizeof path);
+  use_fake_devices("mixed", "mixed");
+  setenv("BML_FAKEICD_CONFIG", path, 1);
+  setenv("BANKML_DEBUG", "device", 1);
+  struct run r = RUN("devices", "--brief");
+  unsetenv("BANKML_DEBUG");
+  cr_assert_eq(r.status, 0, "stderr: %s", r.err);
+  cr_expect(strstr(r.out, "0 discrete   gfx?]0;owned??[2J1030?1m (Fake?[31m Discrete") != NULL,
+            "%s", r.out);
+  cr_expect_eq(control_at(r.out), -1, "a control character at %ld of stdout: %s", control_at(r.out), r.out);
+  cr_expect(strstr(r.err, "gfx?]0;owned??[2J1030?1m") != NULL, "the debug log does not quote the name: %s", r.err);
+  cr_expect_eq(control_at(r.err), -1, "a control character at %ld of stderr: %s", control_at(r.err), r.err);
+  run_free(&r);
+
+  r = RUN("devices");
+  unlink(path);
+  cr_assert_eq(r.status, 0, "stderr: %s", r.err);
+  json_t *root = json_loads(r.out, 0, NULL);
+  cr_assert_not_null(root, "not JSON: %s", r.out);
+  json_t *first = json_array_get(json_object_get(root, "devices"), 0);
+  cr_expect_str_eq(json_string_value(json_object_get(first, "name")), evil);
+  json_decref(root);
+  run_free(&r);
+}
+
+/* A name longer than a line's room is cut at a whole UTF-8 character and
+ * ends in "...". */
+Test(cli, devices_text_cuts_long_names_at_a_whole_character) {
+  char name[2 * 600 + 4] = "gfx";
+  for (int i = 0; i < 600; i++) strcat(name, "\xc3\xa9"); /* e acute */
+  char path[64];
+  write_named_conf(name, "Fake Discrete", path, sizeof path);
+  use_fake_devices("mixed", "mixed");
+  setenv("BML_FAKEICD_CONFIG", path, 1);
+  struct run r = RUN("devices", "--brief");
+  unlink(path);
+  cr_assert_eq(r.status, 0, "stderr: %s", r.err);
+  const char *cut = strstr(r.out, "\xc3\xa9... (Fake Discrete");
+  cr_expect_not_null(cut, "%.200s", r.out);
+  const char *start = strstr(r.out, "gfx");
+  cr_assert_not_null(start);
+  /* the buffer's 1023 bytes: "gfx", 508 whole characters, "..." */
+  cr_expect_eq(cut + 2 - start, 3 + 2 * 508, "%ld bytes of the name before the dots", (long)(cut + 2 - start));
+  run_free(&r);
+}
+
 Test(cli, devices_with_no_platform_exits_0) {
   use_fake_devices("empty", "empty");
   struct run r = RUN("devices", "--brief");

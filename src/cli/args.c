@@ -34,6 +34,36 @@ int cli_parse_long(const char *s, long lo, long hi, long *out) {
   return 0;
 }
 
+/* Backs o off to the start of the UTF-8 character that would end buf[0..o). */
+static size_t utf8_cut(const char *buf, size_t o) {
+  size_t c = o;
+  while (c > 0 && ((unsigned char)buf[c - 1] & 0xc0) == 0x80) c--;
+  /* a lead byte whose character is complete keeps it */
+  if (c > 0 && (unsigned char)buf[c - 1] >= 0xc0) {
+    unsigned char lead = (unsigned char)buf[c - 1];
+    size_t need = lead >= 0xf0 ? 4 : lead >= 0xe0 ? 3 : 2;
+    return o - (c - 1) >= need ? o : c - 1;
+  }
+  return o;
+}
+
+const char *cli_printable(const char *s, char *buf, size_t len) {
+  const unsigned char *p = (const unsigned char *)(s ? s : "");
+  size_t o = 0;
+  for (; *p && o + 1 < len; p++) {
+    bool c1 = p[0] == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f;
+    buf[o++] = p[0] < 0x20 || p[0] == 0x7f || c1 ? '?' : (char)p[0];
+    if (c1) p++;
+  }
+  if (*p) { /* cut: room for "..." after a whole character */
+    o = utf8_cut(buf, o < len - 4 ? o : len - 4);
+    memcpy(buf + o, "...", 3);
+    o += 3;
+  }
+  buf[o] = '\0';
+  return buf;
+}
+
 /* optind before the last cli_getopt: the argument its option came from */
 static int option_at;
 

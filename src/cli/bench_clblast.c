@@ -12,6 +12,7 @@
 
 #include "bankml-cl.h"
 #include "bench.h"
+#include "cli.h"
 
 const char bench_clblast_help[] = "CLBlast's SGEMV and HGEMV on a device: the baseline (below)";
 
@@ -333,7 +334,7 @@ static bool fits(const struct session *s, const struct bench_shape *o, const str
   if (a > d->max_alloc_bytes || all > d->global_mem_bytes) {
     note("%zux%zu: skipped for %s: the matrix takes %.1f MB; %s allows %.1f MB in one buffer "
          "(CL_DEVICE_MAX_MEM_ALLOC_SIZE), %.1f MB in all",
-         o->rows, o->n, p->mode, (double)a / mb, d->name, (double)d->max_alloc_bytes / mb,
+         o->rows, o->n, p->mode, (double)a / mb, CLI_PRINTABLE(d->name), (double)d->max_alloc_bytes / mb,
          (double)d->global_mem_bytes / mb);
     return false;
   }
@@ -669,12 +670,12 @@ static int run_on(const bml_device *dev, const struct bench_config *cfg, struct 
     return rc;
   }
   bench_set_device(rep, dev->name);
-  if (!s.fp16) note("%s has no cl_khr_fp16: F16 (CLBlastHgemv) not measured", dev->name);
+  if (!s.fp16) note("%s has no cl_khr_fp16: F16 (CLBlastHgemv) not measured", CLI_PRINTABLE(dev->name));
   const size_t rows_before = rep->nrows;
   for (size_t i = 0; rc == 0 && i < cfg->nshapes; i++) rc = bench_shape(&s, &cfg->shapes[i], rep);
   session_close(&s);
   if (rc == 0 && rep->nrows == rows_before) { /* every shape skipped: exit 0 would say all was measured */
-    note("nothing measured: no shape fits %s for CLBlast", dev->name);
+    note("nothing measured: no shape fits %s for CLBlast", CLI_PRINTABLE(dev->name));
     rc = BML_ENOTSUP;
   }
   return rc;

@@ -9,6 +9,7 @@
 
 #include "bankml-cl.h"
 #include "bench.h"
+#include "cli.h"
 
 int bench_report_add(struct bench_report *rep, const struct bench_row *row) {
   if (rep->nrows == rep->cap) {
@@ -76,7 +77,7 @@ static void text_header(const struct bench_report *rep, FILE *f) {
           "after %ld warm-up%s%s\n",
           bml_version_string(), rep->modes, date, rep->cpu_path, rep->threads_available, rep->runs,
           rep->warmup, flushed ? ", caches flushed by " : "", flushed ? rep->flush : "");
-  if (rep->device[0]) fprintf(f, "device: %s\n", rep->device);
+  if (rep->device[0]) fprintf(f, "device: %s\n", CLI_PRINTABLE(rep->device));
   if (rep->card_read_gbps > 0)
     fprintf(f, "card read bandwidth, measured by a streaming kernel: %.1f GB/s\n", rep->card_read_gbps);
 }

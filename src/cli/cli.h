@@ -3,6 +3,7 @@
 #define BML_CLI_H
 
 #include <stdbool.h>
+#include <stddef.h>
 
 /* Exit status of the command; bankml-cl(1) documents each value under EXIT STATUS. */
 enum cli_exit {
@@ -32,6 +33,18 @@ int cli_getopt(int argc, char **argv, const char *opts, const struct option *lon
 /* Reports a cli_getopt failure (c is '?' or ':') on stderr, naming the
  * option, as "bankml-cl CMD: ...".  Returns CLI_EXIT_USAGE. */
 int cli_option_error(const char *cmd, int c, char **argv);
+
+/* Copies s (NULL: "") into buf for a terminal: each control character (C0,
+ * DEL and, in UTF-8, C1) becomes '?', so that a driver's string (a device or
+ * platform name, a note) cannot move the cursor, clear the screen or retitle
+ * the window.  Longer text is cut at a whole UTF-8 character and ends in
+ * "...".  len >= 4.  Returns buf.  JSON output needs none of this: jansson
+ * escapes control characters. */
+#define CLI_PRINTABLE_LEN 1024
+const char *cli_printable(const char *s, char *buf, size_t len);
+/* cli_printable into a buffer that lives to the end of the enclosing block:
+ * printf("%s", CLI_PRINTABLE(d->name)). */
+#define CLI_PRINTABLE(s) cli_printable((s), (char[CLI_PRINTABLE_LEN]){0}, CLI_PRINTABLE_LEN)
 
 /* Resets getopt_long so a subcommand can scan its own argv. */
 void cli_getopt_reset(void);

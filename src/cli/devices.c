@@ -103,15 +103,16 @@ static void print_brief(const bml_devices *list) {
   if (n == 0) printf("no OpenCL device found; bankml-cl runs on the CPU (%s)\n", bml_cpu_path());
   for (size_t i = 0; i < n; i++) {
     const bml_device *d = bml_devices_get(list, i);
-    printf("%zu %-10s %s (%s)", d->index, bml_device_kind_name(d->kind), d->name, d->platform);
+    printf("%zu %-10s %s (%s)", d->index, bml_device_kind_name(d->kind), CLI_PRINTABLE(d->name),
+           CLI_PRINTABLE(d->platform));
     if (d->pci_address) printf(" pci %s", d->pci_address);
     if (d->usable)
       printf(": usable%s\n", d->selected ? ", selected" : ", not selected");
     else
-      printf(": not usable: %s\n", d->why_not);
+      printf(": not usable: %s\n", CLI_PRINTABLE(d->why_not));
   }
   for (size_t i = 0; i < bml_devices_note_count(list); i++)
-    printf("note: %s\n", bml_devices_note(list, i));
+    printf("note: %s\n", CLI_PRINTABLE(bml_devices_note(list, i)));
 }
 
 static int print_json(const bml_devices *list, bool compact) {
@@ -148,11 +149,11 @@ static const char *shape_of(const bml_verify_line *l, char *buf, size_t len) {
 }
 
 static void print_probe(const bml_verify_line *l) {
-  printf("%zu %s: fma probe (%s): %zu/%zu cases correctly rounded", l->device, l->device_name, l->fma,
+  printf("%zu %s: fma probe (%s): %zu/%zu cases correctly rounded", l->device, CLI_PRINTABLE(l->device_name), l->fma,
          l->exact, l->total);
   if (!l->ok)
     printf(" (case %ld: exact 0x%08x, card 0x%08x)%s%s", l->first_bad, l->cpu_bits, l->card_bits,
-           l->detail ? "; " : "", l->detail ? l->detail : "");
+           l->detail ? "; " : "", CLI_PRINTABLE(l->detail));
   printf(" (%.1f ms)\n", l->ms);
 }
 
@@ -178,26 +179,26 @@ static void print_line(void *ctx, const bml_verify_line *l) {
   if (strcmp(l->check, "fma probe") == 0 && (l->ok || native_probe)) {
     print_probe(l);
   } else if (strcmp(l->check, "golden") == 0 && l->ok) {
-    printf("%zu %s: %s\n", l->device, l->device_name, l->detail ? l->detail : "golden cases");
+    printf("%zu %s: %s\n", l->device, CLI_PRINTABLE(l->device_name), l->detail ? CLI_PRINTABLE(l->detail) : "golden cases");
     v->golden_skipped = true; /* the note the oracle writes when no copy is installed */
   } else if (strcmp(l->check, "golden") == 0) {
-    printf("%zu %s: NOT VERIFIED \u2014 %s; bankml-cl will not use this card\n", l->device, l->device_name,
-           l->detail ? l->detail : "ggml's golden cases cannot be read");
+    printf("%zu %s: NOT VERIFIED \u2014 %s; bankml-cl will not use this card\n", l->device, CLI_PRINTABLE(l->device_name),
+           l->detail ? CLI_PRINTABLE(l->detail) : "ggml's golden cases cannot be read");
   } else if (l->ok) {
-    printf("%zu %s: %s %s%s: %zu/%zu rows bit-exact (fma: %s, %.1f ms%s)\n", l->device, l->device_name,
+    printf("%zu %s: %s %s%s: %zu/%zu rows bit-exact (fma: %s, %.1f ms%s)\n", l->device, CLI_PRINTABLE(l->device_name),
            l->check, shape_of(l, shape, sizeof shape), l->regime, l->exact, l->total, l->fma, l->ms,
            l->batched ? " for the batch" : "");
   } else if (l->first_bad >= 0) {
     char what[160];
     printf("%zu %s: NOT VERIFIED \u2014 %s: %s %ld differs (cpu 0x%08x, card 0x%08x), %zu/%zu bit-exact; "
            "bankml-cl will not use this card\n",
-           l->device, l->device_name, what_of(l, what, sizeof what),
+           l->device, CLI_PRINTABLE(l->device_name), what_of(l, what, sizeof what),
            strcmp(l->check, "fma probe") == 0 ? "case" : "row", l->first_bad, l->cpu_bits, l->card_bits,
            l->exact, l->total);
   } else {
     char what[160];
     printf("%zu %s: NOT VERIFIED \u2014 %s: %s; bankml-cl will not use this card\n", l->device,
-           l->device_name, what_of(l, what, sizeof what), l->detail ? l->detail : "failed");
+           CLI_PRINTABLE(l->device_name), what_of(l, what, sizeof what), l->detail ? CLI_PRINTABLE(l->detail) : "failed");
   }
   fflush(stdout);
 }
@@ -217,7 +218,7 @@ static int verify_selected(bml_devices *list, const char *golden) {
     memset(&v, 0, sizeof v);
     int rc = bml_devices_verify(list, i, &o);
     if (rc == 0) {
-      printf("%zu %s: verified: every check bit-exact%s; bankml-cl may use this card\n", i, d->name,
+      printf("%zu %s: verified: every check bit-exact%s; bankml-cl may use this card\n", i, CLI_PRINTABLE(d->name),
              v.golden_skipped ? " (ggml's golden cases not checked)" : "");
     } else {
       /* no row differed: a check could not run, which refuses the card too */
@@ -226,7 +227,7 @@ static int verify_selected(bml_devices *list, const char *golden) {
         snprintf(why, sizeof why, "the %s check could not run", v.first_failed);
       else
         snprintf(why, sizeof why, "%s", bml_strerror(rc));
-      printf("%zu %s: NOT VERIFIED (%s); bankml-cl will not use this card\n", i, d->name, why);
+      printf("%zu %s: NOT VERIFIED (%s); bankml-cl will not use this card\n", i, CLI_PRINTABLE(d->name), why);
       /* bankml-cl(1), EXIT STATUS: 2 when a selected card fails; out of memory is
        * the command's own failure (3), whatever another card did */
       if (status != CLI_EXIT_ERROR) status = rc == BML_ENOMEM ? CLI_EXIT_ERROR : CLI_EXIT_USAGE;

@@ -36,7 +36,7 @@ struct _cl_device_id {
   struct _cl_icd_dispatch *dispatch;
   cl_platform_id platform;
   cl_device_type type;           /* may include CL_DEVICE_TYPE_DEFAULT */
-  char name[FAKE_STR];
+  char name[FAKE_LONG_STR]; /* long enough for a test of a long name */
   char vendor[FAKE_STR];
   char version[FAKE_STR];
   char opencl_c_version[FAKE_STR];

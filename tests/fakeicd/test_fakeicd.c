@@ -859,7 +859,7 @@ static void generated_text(enum generated kind, char *text, size_t size)
 {
   size_t len;
   if (kind == LONG_VALUE) {
-    snprintf(text, size, "[platform]\n[device]\nname = %0300d\n", 0);
+    snprintf(text, size, "[platform]\n[device]\nvendor = %0300d\n", 0);
   } else if (kind == LONG_LINE) {
     snprintf(text, size, "[platform]\n[device]\nname = %05000d\n", 0);
   } else {
@@ -873,7 +873,7 @@ static void generated_text(enum generated kind, char *text, size_t size)
 
 ParameterizedTestParameters(fakeicd, oversized_scenarios_are_rejected) {
   static struct generated_case cases[] = {
-    {LONG_VALUE, "3: name = 000"},
+    {LONG_VALUE, "3: vendor = 000"},
     {LONG_LINE, "3: line longer than"},
     {TOO_MANY_PLATFORMS, "33: more than 16 platforms"},
     {TOO_MANY_DEVICES, "67: more than 64 devices"},
