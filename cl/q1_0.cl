@@ -268,18 +268,22 @@ void q1_0_mat_vec8(__global const uint4 *restrict bits, __global const float *re
 #if (BML_LRLPT != 1 && BML_LRLPT != 2) || BML_LRLPT * BML_LRRPT > 4 || 8 / BML_LRLPT * BML_LRROWS < 64
 #error "BML_LRLPT must be 1 or 2, BML_LRLPT * BML_LRRPT at most 4, and q1_0_mat_vec_lr's work-group 64 or more"
 #endif
+#if 8 * BML_LROWS > 1024 || 8 / BML_LRLPT * BML_LRROWS > 1024
+#error "a table kernel's work-group is at most 1024 work-items (each builds at least 4 table entries a tile)"
+#endif
 #define BML_LTAB 4096u /* words of one tile's table: 8 blocks * 4 sub-blocks * 8 lanes * 16 patterns */
 
 /* Pair (block j, sub-block k, lane l) = 32 j + 8 k + l of a tile holds its
- * 16 products at words 16 pair + (p ^ bml_swz(pair)): the swizzle puts the
- * entries that 32 consecutive pairs write at one step in 32 distinct banks,
- * while one pair's 16 entries stay 16 distinct words in 16 distinct banks
- * (a SIMD group's lookups). */
-#define bml_swz(pair) (((pair) >> 1) & 15u)
+ * 16 products at words 16 pair + (p ^ 4 bml_swz(pair)): the swizzle (on the
+ * pattern's bits 2 and 3) puts the four-word pieces that 8 consecutive pairs
+ * write at one step (a quarter of a SIMD group's 128-bit stores) in 8
+ * distinct groups of banks, while one pair's 16 entries stay 16 distinct
+ * words in 16 distinct banks (a SIMD group's lookups). */
+#define bml_swz(pair) (((pair) >> 1) & 3u)
 
 /* The activation values a unit of the table is built from. */
 typedef struct {
-  char4 q, nq;
+  uint q; /* the lane's four quants, one a byte */
   float d;
 } bml_lsrc;
 
@@ -291,30 +295,57 @@ static inline void bml_lsrc_load(bml_lsrc *x, uint u, uint tile, uint nb, __glob
                           __global const float *d1) {
   const uint pair = u % 256u, b = tile * 8u + pair / 32u, sk = b * 4u + (pair % 32u) / 8u;
   if (b < nb) {
-    x->q = q[8u * sk + pair % 8u];
-    x->nq = bml_neg8(x->q);
+    x->q = as_uint(q[8u * sk + pair % 8u]);
     x->d = d1[sk];
   }
 }
 
-/* The unit's entries d * s(p): s(p) summed exactly in integers (one more
- * quant taken instead of its negation per step), converted exactly
- * (|s| <= 512) with the 1.5 * 2^23 trick, one multiply each. */
+/* The unit's entries d * s(p), unit (4, 8 or 16) of them from pattern p0,
+ * stored four at a time.  For a finite d every entry and every sum on the
+ * way is d times an integer of at most 512 in magnitude (11 by 10
+ * significant bits): exact, so an entry is its parent's (one bit fewer) plus
+ * d * (q - nq) of the bit, one addition each.  A scale that is not finite
+ * takes d * s(p) itself, as the reference (an infinity times 0 is NaN). */
 static inline void bml_lbuild(__local float *tab, uint u, const bml_lsrc *x, const uint unit) {
   const uint pair = u % 256u, p0 = (u / 256u) * unit;
-  const int dq[4] = {x->q.x - x->nq.x, x->q.y - x->nq.y, x->q.z - x->nq.z, x->q.w - x->nq.w};
-  int m[16];
-  m[0] = 0x4B400000 + x->nq.x + x->nq.y + x->nq.z + x->nq.w + ((p0 & 1u) ? dq[0] : 0) + ((p0 & 2u) ? dq[1] : 0) +
-         ((p0 & 4u) ? dq[2] : 0) + ((p0 & 8u) ? dq[3] : 0);
+  /* Quant t's 8-bit negation nq is -q, or -128 for -128; q - nq is 2q', q'
+   * the quant with -128 made 0, and the sum of the nq is -(sum of q') - 128
+   * per -128.  The bytes of the word that hold -128 are found without a
+   * carry between bytes. */
+  const uint w = x->q, wx = w ^ 0x80808080u;
+  const uint nz = (((wx & 0x7F7F7F7Fu) + 0x7F7F7F7Fu) | wx) & 0x80808080u; /* bit 7 of a byte: not -128 */
+  const uint qp = w & ((nz >> 7) * 0xFFu);
+  const int qs[4] = {(int)(qp << 24) >> 24, (int)(qp << 16) >> 24, (int)(qp << 8) >> 24, (int)qp >> 24};
+  const int n128 = 4 - (int)popcount(nz);
+  int dq[4];
 #pragma unroll
-  for (uint i = 1; i < unit; i++) {
-    const uint low = i & (0u - i);
-    m[i] = m[i & (i - 1u)] + dq[low == 1u ? 0 : low == 2u ? 1 : low == 4u ? 2 : 3];
+  for (uint t = 0; t < 4u; t++) dq[t] = 2 * qs[t];
+  const int s0 = -(qs[0] + qs[1] + qs[2] + qs[3]) - 128 * n128 + ((p0 & 1u) ? dq[0] : 0) + ((p0 & 2u) ? dq[1] : 0) +
+                 ((p0 & 4u) ? dq[2] : 0) + ((p0 & 8u) ? dq[3] : 0);
+  float e[16];
+  if (isfinite(x->d)) {
+    const float dd[4] = {x->d * (float)dq[0], x->d * (float)dq[1], x->d * (float)dq[2], x->d * (float)dq[3]};
+    e[0] = x->d * (float)s0;
+#pragma unroll
+    for (uint i = 1; i < unit; i++) {
+      const uint low = i & (0u - i);
+      e[i] = e[i & (i - 1u)] + dd[low == 1u ? 0 : low == 2u ? 1 : low == 4u ? 2 : 3];
+    }
+  } else {
+    int m[16];
+    m[0] = s0;
+#pragma unroll
+    for (uint i = 1; i < unit; i++) {
+      const uint low = i & (0u - i);
+      m[i] = m[i & (i - 1u)] + dq[low == 1u ? 0 : low == 2u ? 1 : low == 4u ? 2 : 3];
+    }
+#pragma unroll
+    for (uint i = 0; i < unit; i++) e[i] = x->d * (float)m[i];
   }
-  __local float *t = tab + pair * 16u;
+  __local float4 *t = (__local float4 *)(tab + pair * 16u);
   const uint z = bml_swz(pair);
 #pragma unroll
-  for (uint i = 0; i < unit; i++) t[(p0 + i) ^ z] = x->d * (as_float(m[i]) - 12582912.0f);
+  for (uint i = 0; i < unit / 4u; i++) t[(p0 / 4u + i) ^ z] = (float4)(e[4u * i], e[4u * i + 1u], e[4u * i + 2u], e[4u * i + 3u]);
 }
 
 /* A table word of block j of the tile: its byte address is the block's
@@ -380,13 +411,13 @@ static inline uint bml_byte_into(uint y, uint h, uint m) { return h | ((y >> (8u
 
 /* c of sub-block k for lane l0 + u in tile half par (l0 even where a
  * work-item has two lanes, u < 2): the byte offset of the pair's 16 words in
- * block 0, with the swizzle in bits 2..5, less 64 u.  The 64 u (bit 6, which
+ * block 0, with the swizzle in bits 4 and 5, less 64 u.  The 64 u (bit 6, which
  * neither 4 * pattern nor the swizzle touch) is the lane's table pointer's
  * (tu), a constant a lookup's address takes for nothing: pairs 2m and
  * 2m + 1 have one swizzle, so a work-item's two lanes share their c. */
 static inline uint bml_lc(uint par, uint k, uint l0) {
   const uint pair = 8u * k + l0;
-  return ((par * BML_LTAB + pair * 16u) << 2) | (bml_swz(pair) << 2);
+  return ((par * BML_LTAB + pair * 16u) << 2) | (bml_swz(pair) << 4);
 }
 
 /* The next tile's table, from the sources loaded a tile ago, into its half
@@ -402,7 +433,7 @@ static inline uint bml_lc(uint par, uint k, uint l0) {
       for (uint i = 0; i < units; i++) bml_lsrc_load(&src[i], lid + i * wg, (tb) + 2u, nb, q, d1);       \
     for (uint i = 0; i < rpt; i++)                                                                      \
       for (uint u = 0; u < lpt; u++)                                                                     \
-        dtab[(nx_ & 1u) * 8u * gr + (l0 + u) * gr + i * lr + rr] = live[i] ? dq[slot][i * lpt + u] : 0.0f; \
+        dtab[(nx_ & 1u) * 8u * gr + (l0 + u) * gr + i * lr + rr] = dq[slot][i * lpt + u]; \
   }
 
 /* A full tile's lookups of a row (x: its lane's words), and what they need. */
@@ -451,6 +482,35 @@ static BML_INLINE void bml_lookups(__local const float *tab, __local const float
   const uint c0 = bml_lc(par, 0, l0), c1 = bml_lc(par, 1, l0), c2 = bml_lc(par, 2, l0), c3 = bml_lc(par, 3, l0);
   BML_LBYTES(c0, c1, c2, c3);
   const uint kb = min(8u, nb - tb * 8u);
+  bool all = kb == 8u;
+#pragma unroll
+  for (uint i = 0; i < rpt; i++) all = all && live[i];
+  if (all) { /* the common case, without a branch between rows */
+#pragma unroll
+    for (uint i = 0; i < rpt; i++) {
+      __local const float *dt = dtab + (tb & 1u) * 8u * gr + i * lr + rr;
+      float dz[8];
+      if (lpt > 1u) {
+#pragma unroll
+        for (uint j = 0; j < 8u; j++) dz[j] = dt[j * gr];
+      }
+#pragma unroll
+      for (uint u = 0; u < lpt; u++) {
+        __local const float *tu = tab + 16u * u;
+        const uint4 x = w[i * lpt + u];
+        if (lpt == 1u) {
+          __local const float *dl = dt;
+          const uint gs = gr;
+          BML_LFULL(x, acc[i], dl);
+        } else {
+          const float *dl = dz;
+          const uint gs = 1u;
+          BML_LFULL(x, acc[i * lpt + u], dl);
+        }
+      }
+    }
+    return;
+  }
 #pragma unroll
   for (uint i = 0; i < rpt; i++) {
     if (!live[i]) continue;
@@ -478,19 +538,22 @@ static BML_INLINE void bml_lookups(__local const float *tab, __local const float
 }
 
 /* Tile t's weights and scales d0 of the work-item's rows into a slot of
- * the queue (w, d). */
+ * the queue (w, d); ab and ad, the indices in the buffers of lane l0 and
+ * the first row in tile t, move on a tile (the refills come in order). */
 static BML_INLINE void bml_refill(__global const uint4 *bits, __global const float *d0, uint4 *w, float *d, const bool *live,
-                       const uint t, const uint nt, const uint l0, const uint rows, const uint row0, const uint lr,
+                       const uint t, const uint nt, uint *ab, uint *ad, const uint rows, const uint lr,
                        const uint rpt, const uint lpt) {
+  if (t >= nt) return;
 #pragma unroll
   for (uint i = 0; i < rpt; i++)
 #pragma unroll
     for (uint u = 0; u < lpt; u++)
-      if (live[i] && t < nt) {
-        const uint at = (t * 8u + l0 + u) * rows + row0 + i * lr;
-        w[i * lpt + u] = bits[at];
-        d[i * lpt + u] = d0[at];
+      if (live[i]) {
+        w[i * lpt + u] = bits[*ab + (u * rows + i * lr)];
+        d[i * lpt + u] = d0[*ad + (u * rows + i * lr)];
       }
+  *ab += 8u * rows;
+  *ad += 8u * rows;
 }
 
 /* The body of the table kernels: work-group grp of a product; lr, rpt and
@@ -498,7 +561,8 @@ static BML_INLINE void bml_refill(__global const uint4 *bits, __global const flo
  * 8 / lpt * lr work-items takes lr * rpt rows: work-item lid computes lanes
  * l0 + u (l0 = lid / lr * lpt, u < lpt) of rows lid % lr + i * lr (i < rpt).
  * tab: BML_LHALVES * BML_LTAB floats; dtab: 2 * 8 * lr * rpt floats. */
-static BML_INLINE void bml_lanes(__global const uint4 *bits, __global const float *d0, __global const char4 *q,
+static BML_INLINE void bml_lanes(__global const uint4 *bits, const uint bits_off, __global const float *d0,
+                      const uint d0_off, __global const char4 *q,
                       __global const float *d1, const uint rows, const uint nb,
                       __global float *out, __local float *tab, __local float *dtab, const uint lr,
                       const uint rpt, const uint lpt, const uint grp) {
@@ -512,9 +576,11 @@ static BML_INLINE void bml_lanes(__global const uint4 *bits, __global const floa
   for (uint i = 0; i < rpt; i++) live[i] = row0 + i * lr < rows;
   /* work-item (l0, rr) loads its lanes' bits of its rows, and d0 of blocks 8t + l0 + u of its rows */
   uint4 wq[BML_LAHEAD][4];
-  float dq[BML_LAHEAD][4];
+  float dq[BML_LAHEAD][4] = {{0.0f}}; /* a row that is not live keeps 0 */
+  /* the next refill's indices (in the whole buffers) of lane l0, row row0 */
+  uint ab = bits_off + l0 * rows + row0, ad = d0_off + l0 * rows + row0;
 #pragma unroll
-  for (uint a = 0; a < BML_LAHEAD; a++) bml_refill(bits, d0, wq[a], dq[a], live, a, nt, l0, rows, row0, lr, rpt, lpt);
+  for (uint a = 0; a < BML_LAHEAD; a++) bml_refill(bits, d0, wq[a], dq[a], live, a, nt, &ab, &ad, rows, lr, rpt, lpt);
   /* tile 0's table now, tile 1's sources loaded */
   bml_lsrc src[4];
 #pragma unroll
@@ -529,7 +595,7 @@ static BML_INLINE void bml_lanes(__global const uint4 *bits, __global const floa
 #pragma unroll
   for (uint i = 0; i < rpt; i++)
 #pragma unroll
-    for (uint u = 0; u < lpt; u++) dtab[(l0 + u) * gr + i * lr + rr] = live[i] ? dq[0][i * lpt + u] : 0.0f;
+    for (uint u = 0; u < lpt; u++) dtab[(l0 + u) * gr + i * lr + rr] = dq[0][i * lpt + u];
   float acc[4];
 #pragma unroll
   for (uint i = 0; i < m; i++) acc[i] = 0.0f;
@@ -548,7 +614,7 @@ static BML_INLINE void bml_lanes(__global const uint4 *bits, __global const floa
       BML_LNEXT(tb, ns);
 #endif
       bml_lookups(tab, dtab, wq[ph], acc, live, tb, nb, l0, rr, lr, gr, rpt, lpt);
-      bml_refill(bits, d0, wq[ph], dq[ph], live, tb + BML_LAHEAD, nt, l0, rows, row0, lr, rpt, lpt);
+      bml_refill(bits, d0, wq[ph], dq[ph], live, tb + BML_LAHEAD, nt, &ab, &ad, rows, lr, rpt, lpt);
       barrier(CLK_LOCAL_MEM_FENCE);
 #if BML_LHALVES == 1
       BML_LNEXT(tb, ns);
@@ -571,8 +637,7 @@ static BML_INLINE void bml_lanes(__global const uint4 *bits, __global const floa
     for (uint a = 0; a + 1u < BML_LAHEAD; a++)
 #pragma unroll
       for (uint i = 0; i < m; i++) wq[a][i] = wq[a + 1u][i], dq[a][i] = dq[a + 1u][i];
-    bml_refill(bits, d0, wq[BML_LAHEAD - 1], dq[BML_LAHEAD - 1], live, tb + BML_LAHEAD, nt, l0, rows, row0, lr, rpt,
-               lpt);
+    bml_refill(bits, d0, wq[BML_LAHEAD - 1], dq[BML_LAHEAD - 1], live, tb + BML_LAHEAD, nt, &ab, &ad, rows, lr, rpt, lpt);
     bml_lookups(tab, dtab, w, acc, live, tb, nb, l0, rr, lr, gr, rpt, lpt);
     barrier(CLK_LOCAL_MEM_FENCE);
 #if BML_LHALVES == 1
@@ -601,11 +666,11 @@ void q1_0_mat_vec_l(__global const uint4 *restrict bits, __global const float *r
                     __global const char *restrict act_base, const uint act_off, const uint rows,
                     const uint nb, __global float *restrict out_base, const uint out_off, const uint bits_off,
                     const uint d0_off) {
-  __local float tab[BML_LHALVES * BML_LTAB]; /* [tile half][block][sub-block][lane][pattern, swizzled] */
+  __local float tab[BML_LHALVES * BML_LTAB] __attribute__((aligned(16))); /* [tile half][block][sub-block][lane][pattern, swizzled] */
   __local float dtab[2 * 8 * BML_LROWS];     /* [tile half][block][row]: the scales d0 */
   const uint n = nb * 128u;
   BML_ACTIVATION(act_base, act_off, n);
-  bml_lanes(bits + bits_off, d0 + d0_off, q, d1, rows, nb, out_base + out_off, tab, dtab, BML_LROWS, 1u, 1u,
+  bml_lanes(bits, bits_off, d0, d0_off, q, d1, rows, nb, out_base + out_off, tab, dtab, BML_LROWS, 1u, 1u,
             get_group_id(0));
 }
 
@@ -614,11 +679,11 @@ void q1_0_mat_vec_lr(__global const uint4 *restrict bits, __global const float *
                      __global const char *restrict act_base, const uint act_off, const uint rows,
                      const uint nb, __global float *restrict out_base, const uint out_off, const uint bits_off,
                      const uint d0_off) {
-  __local float tab[BML_LHALVES * BML_LTAB];
+  __local float tab[BML_LHALVES * BML_LTAB] __attribute__((aligned(16)));
   __local float dtab[2 * 8 * BML_LRROWS * BML_LRRPT];
   const uint n = nb * 128u;
   BML_ACTIVATION(act_base, act_off, n);
-  bml_lanes(bits + bits_off, d0 + d0_off, q, d1, rows, nb, out_base + out_off, tab, dtab, BML_LRROWS, BML_LRRPT,
+  bml_lanes(bits, bits_off, d0, d0_off, q, d1, rows, nb, out_base + out_off, tab, dtab, BML_LRROWS, BML_LRRPT,
             BML_LRLPT, get_group_id(0));
 }
 
@@ -649,14 +714,14 @@ static inline __global const uint *bml_desc_of(__global const uint *desc, uint n
   __global const uint *d_ = bml_desc_of((__global const uint *)(act_base + desc_off), ndesc, get_group_id(0)); \
   const uint rows = d_[1], nb = d_[2];                                                                         \
   BML_ACTIVATION(act_base, d_[5], nb * 128u);                                                                  \
-  bml_lanes(bits + d_[3], d0 + d_[4], q, d1, rows, nb, out_base + d_[6], tab, dtab, (lr), (rpt), (lpt),        \
+  bml_lanes(bits, d_[3], d0, d_[4], q, d1, rows, nb, out_base + d_[6], tab, dtab, (lr), (rpt), (lpt),        \
             get_group_id(0) - d_[0])
 
 __kernel __attribute__((reqd_work_group_size(8 * BML_LROWS, 1, 1)))
 void q1_0_mat_vec_lb(__global const uint4 *restrict bits, __global const float *restrict d0,
                      __global const char *restrict act_base, const uint desc_off, const uint ndesc,
                      __global float *restrict out_base) {
-  __local float tab[BML_LHALVES * BML_LTAB];
+  __local float tab[BML_LHALVES * BML_LTAB] __attribute__((aligned(16)));
   __local float dtab[2 * 8 * BML_LROWS];
   BML_BATCHED(BML_LROWS, 1u, 1u);
 }
@@ -665,7 +730,7 @@ __kernel __attribute__((reqd_work_group_size(8 / BML_LRLPT * BML_LRROWS, 1, 1)))
 void q1_0_mat_vec_lrb(__global const uint4 *restrict bits, __global const float *restrict d0,
                       __global const char *restrict act_base, const uint desc_off, const uint ndesc,
                       __global float *restrict out_base) {
-  __local float tab[BML_LHALVES * BML_LTAB];
+  __local float tab[BML_LHALVES * BML_LTAB] __attribute__((aligned(16)));
   __local float dtab[2 * 8 * BML_LRROWS * BML_LRRPT];
 #if defined(BML_TEST_SKIP_LRB) && BML_TEST_SKIP_LRB
   return;

@@ -746,20 +746,23 @@ Test(oracle, a_cache_this_version_did_not_write_is_measured_again_and_replaced) 
   char dir[] = "/tmp/bankml-cl-tune-XXXXXX";
   size_t i;
   bml_devices *l = tuning_fixture(dir, &i);
-  char edited[1024], lanes[1024], layout3[1024], layout2[1024];
-  cache_entry(edited, sizeof edited, 4, l, i,
+  char edited[1024], lanes[1024], layout4[1024], layout3[1024], layout2[1024];
+  cache_entry(edited, sizeof edited, 5, l, i,
               "\"lrows\": 48, \"lrrows\": 32, \"lrrpt\": 4, \"lrlpt\": 1, \"lr_from_rows\": 0");
   /* every shape a candidate but the lanes (32x4 is one, with one lane) */
-  cache_entry(lanes, sizeof lanes, 4, l, i,
+  cache_entry(lanes, sizeof lanes, 5, l, i,
               "\"lrows\": 32, \"lrrows\": 32, \"lrrpt\": 4, \"lrlpt\": 2, \"lr_from_rows\": 0");
+  /* layout 4 was measured on the kernels before their cheaper table build */
+  cache_entry(layout4, sizeof layout4, 4, l, i,
+              "\"lrows\": 32, \"lrrows\": 32, \"lrrpt\": 4, \"lrlpt\": 1, \"lr_from_rows\": 16384");
   /* layout 3 had no lanes per work-item: an entry of it is measured again
    * even where it names them */
   cache_entry(layout3, sizeof layout3, 3, l, i,
               "\"lrows\": 32, \"lrrows\": 32, \"lrrpt\": 4, \"lrlpt\": 1, \"lr_from_rows\": 16384");
   /* layout 2's shapes were checked against the native build alone */
   cache_entry(layout2, sizeof layout2, 2, l, i, "\"lrows\": 32, \"lrrows\": 32, \"lrrpt\": 4, \"lr_from_rows\": 16384");
-  const char *caches[] = {"{\"schema\": 1, \"entries\": []}", "{\"schema\": 4, \"entries\": {}}", "[1, 2]", edited,
-                          lanes, layout3, layout2};
+  const char *caches[] = {"{\"schema\": 1, \"entries\": []}", "{\"schema\": 5, \"entries\": {}}", "[1, 2]", edited,
+                          lanes, layout4, layout3, layout2};
   bml__oracle_hooks h = {.quick = true};
   bml__oracle_set_hooks(&h);
   bml_log_set_sink(capture, NULL);
