@@ -482,7 +482,15 @@ static BML_INLINE void bml_lookups(__local const float *tab, __local const float
   const uint c0 = bml_lc(par, 0, l0), c1 = bml_lc(par, 1, l0), c2 = bml_lc(par, 2, l0), c3 = bml_lc(par, 3, l0);
   BML_LBYTES(c0, c1, c2, c3);
   const uint kb = min(8u, nb - tb * 8u);
+#if defined(BML_EMULATE_FMA)
+  /* Not in the emulated build: PoCL 5.0's work-group compiler (built with
+   * assertions, Ubuntu's) aborts the process on a run of a tile's emulated
+   * fmas ("createParallelRegionBefore: region_entry_barrier != NULL"); the
+   * emulation is for devices whose fma is wrong, not for speed. */
+  bool all = false;
+#else
   bool all = kb == 8u;
+#endif
 #pragma unroll
   for (uint i = 0; i < rpt; i++) all = all && live[i];
   if (all) { /* the common case, without a branch between rows */
