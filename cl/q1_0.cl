@@ -474,54 +474,19 @@ static inline uint bml_lc(uint par, uint k, uint l0) {
  * lpt; row slice rr of lr, rpt rows of gr a work-group), from their words
  * w[i * lpt + u], into acc[i * lpt + u].  A work-item of one lane reads each
  * scale d0 where it is used; one of two lanes reads a row's eight once for
- * both. */
-static BML_INLINE void bml_lookups(__local const float *tab, __local const float *dtab, const uint4 *w, float *acc,
-                        const bool *live, const uint tb, const uint nb, const uint l0, const uint rr,
-                        const uint lr, const uint gr, const uint rpt, const uint lpt) {
+ * both.  full (a constant where this is inlined): the tile is full and
+ * every row live, and the rows' lookups are one run of code. */
+static BML_INLINE void bml_lookups_rows(__local const float *tab, __local const float *dtab, const uint4 *w,
+                                        float *acc, const bool *live, const uint tb, const uint nb, const uint l0,
+                                        const uint rr, const uint lr, const uint gr, const uint rpt, const uint lpt,
+                                        const bool full) {
   const uint par = (tb & 1u) * (BML_LHALVES - 1u); /* the table's half */
   const uint c0 = bml_lc(par, 0, l0), c1 = bml_lc(par, 1, l0), c2 = bml_lc(par, 2, l0), c3 = bml_lc(par, 3, l0);
   BML_LBYTES(c0, c1, c2, c3);
   const uint kb = min(8u, nb - tb * 8u);
-#if defined(BML_EMULATE_FMA)
-  /* Not in the emulated build: PoCL 5.0's work-group compiler (built with
-   * assertions, Ubuntu's) aborts the process on a run of a tile's emulated
-   * fmas ("createParallelRegionBefore: region_entry_barrier != NULL"); the
-   * emulation is for devices whose fma is wrong, not for speed. */
-  bool all = false;
-#else
-  bool all = kb == 8u;
-#endif
-#pragma unroll
-  for (uint i = 0; i < rpt; i++) all = all && live[i];
-  if (all) { /* the common case, without a branch between rows */
-#pragma unroll
-    for (uint i = 0; i < rpt; i++) {
-      __local const float *dt = dtab + (tb & 1u) * 8u * gr + i * lr + rr;
-      float dz[8];
-      if (lpt > 1u) {
-#pragma unroll
-        for (uint j = 0; j < 8u; j++) dz[j] = dt[j * gr];
-      }
-#pragma unroll
-      for (uint u = 0; u < lpt; u++) {
-        __local const float *tu = tab + 16u * u;
-        const uint4 x = w[i * lpt + u];
-        if (lpt == 1u) {
-          __local const float *dl = dt;
-          const uint gs = gr;
-          BML_LFULL(x, acc[i], dl);
-        } else {
-          const float *dl = dz;
-          const uint gs = 1u;
-          BML_LFULL(x, acc[i * lpt + u], dl);
-        }
-      }
-    }
-    return;
-  }
 #pragma unroll
   for (uint i = 0; i < rpt; i++) {
-    if (!live[i]) continue;
+    if (!full && !live[i]) continue;
     __local const float *dt = dtab + (tb & 1u) * 8u * gr + i * lr + rr;
     float dz[8];
     if (lpt > 1u) {
@@ -535,14 +500,40 @@ static BML_INLINE void bml_lookups(__local const float *tab, __local const float
       if (lpt == 1u) { /* the scales where they are used */
         __local const float *dl = dt;
         const uint gs = gr;
-        BML_LTILE(x, acc[i]);
+        if (full) {
+          BML_LFULL(x, acc[i], dl);
+        } else {
+          BML_LTILE(x, acc[i]);
+        }
       } else { /* the row's scales, read once for its lanes */
         const float *dl = dz;
         const uint gs = 1u;
-        BML_LTILE(x, acc[i * lpt + u]);
+        if (full) {
+          BML_LFULL(x, acc[i * lpt + u], dl);
+        } else {
+          BML_LTILE(x, acc[i * lpt + u]);
+        }
       }
     }
   }
+}
+
+static BML_INLINE void bml_lookups(__local const float *tab, __local const float *dtab, const uint4 *w, float *acc,
+                        const bool *live, const uint tb, const uint nb, const uint l0, const uint rr,
+                        const uint lr, const uint gr, const uint rpt, const uint lpt) {
+#if defined(BML_EMULATE_FMA)
+  /* Not in the emulated build: PoCL 5.0's work-group compiler (built with
+   * assertions, Ubuntu's) aborts the process on a run of a tile's emulated
+   * fmas ("createParallelRegionBefore: region_entry_barrier != NULL"); the
+   * emulation is for devices whose fma is wrong, not for speed. */
+  bool all = false;
+#else
+  bool all = min(8u, nb - tb * 8u) == 8u;
+#endif
+#pragma unroll
+  for (uint i = 0; i < rpt; i++) all = all && live[i];
+  if (all) bml_lookups_rows(tab, dtab, w, acc, live, tb, nb, l0, rr, lr, gr, rpt, lpt, true);
+  else bml_lookups_rows(tab, dtab, w, acc, live, tb, nb, l0, rr, lr, gr, rpt, lpt, false);
 }
 
 /* Tile t's weights and scales d0 of the work-item's rows into a slot of
