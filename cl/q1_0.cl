@@ -315,7 +315,8 @@ static inline void bml_lbuild(__local float *tab, uint u, const bml_lsrc *x, con
   const uint w = x->q, wx = w ^ 0x80808080u;
   const uint nz = (((wx & 0x7F7F7F7Fu) + 0x7F7F7F7Fu) | wx) & 0x80808080u; /* bit 7 of a byte: not -128 */
   const uint qp = w & ((nz >> 7) * 0xFFu);
-  const int qs[4] = {(int)(qp << 24) >> 24, (int)(qp << 16) >> 24, (int)(qp << 8) >> 24, (int)qp >> 24};
+  /* the bytes sign-extended (OpenCL C fills a negative value's right shift with ones) */
+  const int qs[4] = {as_int(qp << 24) >> 24, as_int(qp << 16) >> 24, as_int(qp << 8) >> 24, as_int(qp) >> 24};
   const int n128 = 4 - (int)popcount(nz);
   int dq[4];
 #pragma unroll
