@@ -522,8 +522,10 @@ static BML_INLINE void bml_lookups_rows(__local const float *tab, __local const 
 static BML_INLINE void bml_lookups(__local const float *tab, __local const float *dtab, const uint4 *w, float *acc,
                         const bool *live, const uint tb, const uint nb, const uint l0, const uint rr,
                         const uint lr, const uint gr, const uint rpt, const uint lpt) {
-#if defined(BML_EMULATE_FMA)
-  /* Not in the emulated build: PoCL 5.0's work-group compiler (built with
+#if defined(BML_EMULATE_FMA) || !BML_RING
+  /* The single run is NVIDIA's build's (beside its ring of weights), where
+   * it was measured: on PoCL it made 12288x4096 15 % slower.  Nor is it in
+   * the emulated build: PoCL 5.0's work-group compiler (built with
    * assertions, Ubuntu's) aborts the process on a run of a tile's emulated
    * fmas ("createParallelRegionBefore: region_entry_barrier != NULL"); the
    * emulation is for devices whose fma is wrong, not for speed. */
