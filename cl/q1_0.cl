@@ -300,12 +300,20 @@ static inline void bml_lsrc_load(bml_lsrc *x, uint u, uint tile, uint nb, __glob
   }
 }
 
+/* The quant (0 to 3) of the lowest bit set in pattern i (1 to 15): what
+ * pattern i adds to pattern i & (i - 1). */
+static BML_INLINE uint bml_low_quant(uint i) {
+  const uint low = i & (0u - i);
+  return low == 1u ? 0u : low == 2u ? 1u : low == 4u ? 2u : 3u;
+}
+
 /* The unit's entries d * s(p), unit (4, 8 or 16) of them from pattern p0,
  * stored four at a time.  For a finite d every entry and every sum on the
  * way is d times an integer of at most 512 in magnitude (11 by 10
  * significant bits): exact, so an entry is its parent's (one bit fewer) plus
  * d * (q - nq) of the bit, one addition each.  A scale that is not finite
- * takes d * s(p) itself, as the reference (an infinity times 0 is NaN). */
+ * takes d * s(p) itself, as the reference: with an infinite d the sums would
+ * add infinities of opposite signs, NaN where the reference has an infinity. */
 static inline void bml_lbuild(__local float *tab, uint u, const bml_lsrc *x, const uint unit) {
   const uint pair = u % 256u, p0 = (u / 256u) * unit;
   /* Quant t's 8-bit negation nq is -q, or -128 for -128; q - nq is 2q', q'
@@ -328,18 +336,12 @@ static inline void bml_lbuild(__local float *tab, uint u, const bml_lsrc *x, con
     const float dd[4] = {x->d * (float)dq[0], x->d * (float)dq[1], x->d * (float)dq[2], x->d * (float)dq[3]};
     e[0] = x->d * (float)s0;
 #pragma unroll
-    for (uint i = 1; i < unit; i++) {
-      const uint low = i & (0u - i);
-      e[i] = e[i & (i - 1u)] + dd[low == 1u ? 0 : low == 2u ? 1 : low == 4u ? 2 : 3];
-    }
+    for (uint i = 1; i < unit; i++) e[i] = e[i & (i - 1u)] + dd[bml_low_quant(i)];
   } else {
     int m[16];
     m[0] = s0;
 #pragma unroll
-    for (uint i = 1; i < unit; i++) {
-      const uint low = i & (0u - i);
-      m[i] = m[i & (i - 1u)] + dq[low == 1u ? 0 : low == 2u ? 1 : low == 4u ? 2 : 3];
-    }
+    for (uint i = 1; i < unit; i++) m[i] = m[i & (i - 1u)] + dq[bml_low_quant(i)];
 #pragma unroll
     for (uint i = 0; i < unit; i++) e[i] = x->d * (float)m[i];
   }
