@@ -423,22 +423,6 @@ static inline uint bml_lc(uint par, uint k, uint l0) {
   return ((par * BML_LTAB + pair * 16u) << 2) | (bml_swz(pair) << 4);
 }
 
-/* The next tile's table, from the sources loaded a tile ago, into its half
- * (the other one, or the only one), its scales (dq[slot]) into theirs, and
- * the sources of the tile after it. */
-#define BML_LNEXT(tb, slot)                                                                              \
-  if ((tb) + 1u < nt) {                                                                                  \
-    const uint nx_ = (tb) + 1u, kb_ = min(8u, nb - nx_ * 8u);                                            \
-    for (uint i = 0; i < units; i++)                                                                     \
-      if ((lid + i * wg) % 256u / 32u < kb_)                                                             \
-        bml_lbuild(tab + (nx_ & 1u) * (BML_LHALVES - 1u) * BML_LTAB, lid + i * wg, &src[i], unit);       \
-    if ((tb) + 2u < nt)                                                                                  \
-      for (uint i = 0; i < units; i++) bml_lsrc_load(&src[i], lid + i * wg, (tb) + 2u, nb, q, d1);       \
-    for (uint i = 0; i < rpt; i++)                                                                      \
-      for (uint u = 0; u < lpt; u++)                                                                     \
-        dtab[(nx_ & 1u) * 8u * gr + (l0 + u) * gr + i * lr + rr] = dq[slot][i * lpt + u]; \
-  }
-
 /* A full tile's lookups of a row (x: its lane's words), and what they need. */
 #if BML_USE_LWORD
 #define BML_LFULL(x, acc, dl)                                                                           \
@@ -473,24 +457,24 @@ static inline uint bml_lc(uint par, uint k, uint l0) {
       for (uint j_ = 0; j_ < kb; j_++) BML_LBLOCK(ws_[j_], 0, j_, acc, dl);                             \
     }                                                                                                   \
   } while (0)
-/* Tile tb's lookups for the work-item's rows and lanes (lanes l0 + u, u <
+/* A step's lookups for the work-item's rows and lanes (lanes l0 + u, u <
  * lpt; row slice rr of lr, rpt rows of gr a work-group), from their words
- * w[i * lpt + u], into acc[i * lpt + u].  A work-item of one lane reads each
+ * w[i * lpt + u], into acc[i * lpt + u]: the step's tile has kb blocks of
+ * the row's, its table and scales are in half hf.  A work-item of one lane reads each
  * scale d0 where it is used; one of two lanes reads a row's eight once for
  * both.  full (a constant where this is inlined): the tile is full and
  * every row live, and the rows' lookups are one run of code. */
 static BML_INLINE void bml_lookups_rows(__local const float *tab, __local const float *dtab, const uint4 *w,
-                                        float *acc, const bool *live, const uint tb, const uint nb, const uint l0,
+                                        float *acc, const bool *live, const uint hf, const uint kb, const uint l0,
                                         const uint rr, const uint lr, const uint gr, const uint rpt, const uint lpt,
                                         const bool full) {
-  const uint par = (tb & 1u) * (BML_LHALVES - 1u); /* the table's half */
+  const uint par = hf * (BML_LHALVES - 1u); /* the table's half */
   const uint c0 = bml_lc(par, 0, l0), c1 = bml_lc(par, 1, l0), c2 = bml_lc(par, 2, l0), c3 = bml_lc(par, 3, l0);
   BML_LBYTES(c0, c1, c2, c3);
-  const uint kb = min(8u, nb - tb * 8u);
 #pragma unroll
   for (uint i = 0; i < rpt; i++) {
     if (!full && !live[i]) continue;
-    __local const float *dt = dtab + (tb & 1u) * 8u * gr + i * lr + rr;
+    __local const float *dt = dtab + hf * 8u * gr + i * lr + rr;
     float dz[8];
     if (lpt > 1u) {
 #pragma unroll
@@ -522,7 +506,7 @@ static BML_INLINE void bml_lookups_rows(__local const float *tab, __local const 
 }
 
 static BML_INLINE void bml_lookups(__local const float *tab, __local const float *dtab, const uint4 *w, float *acc,
-                        const bool *live, const uint tb, const uint nb, const uint l0, const uint rr,
+                        const bool *live, const uint hf, const uint kb, const uint l0, const uint rr,
                         const uint lr, const uint gr, const uint rpt, const uint lpt) {
 #if defined(BML_EMULATE_FMA) || !BML_RING
   /* The single run is NVIDIA's build's (beside its ring of weights), where
@@ -533,68 +517,168 @@ static BML_INLINE void bml_lookups(__local const float *tab, __local const float
    * emulation is for devices whose fma is wrong, not for speed. */
   bool all = false;
 #else
-  bool all = min(8u, nb - tb * 8u) == 8u;
+  bool all = kb == 8u;
 #endif
 #pragma unroll
   for (uint i = 0; i < rpt; i++) all = all && live[i];
-  if (all) bml_lookups_rows(tab, dtab, w, acc, live, tb, nb, l0, rr, lr, gr, rpt, lpt, true);
-  else bml_lookups_rows(tab, dtab, w, acc, live, tb, nb, l0, rr, lr, gr, rpt, lpt, false);
+  if (all) bml_lookups_rows(tab, dtab, w, acc, live, hf, 8u, l0, rr, lr, gr, rpt, lpt, true);
+  else bml_lookups_rows(tab, dtab, w, acc, live, hf, kb, l0, rr, lr, gr, rpt, lpt, false);
 }
 
-/* Tile t's weights and scales d0 of the work-item's rows into a slot of
- * the queue (w, d); ab and ad, the indices in the buffers of lane l0 and
- * the first row in tile t, move on a tile (the refills come in order). */
-static BML_INLINE void bml_refill(__global const uint4 *bits, __global const float *d0, uint4 *w, float *d, const bool *live,
-                       const uint t, const uint nt, uint *ab, uint *ad, const uint rows, const uint lr,
-                       const uint rpt, const uint lpt) {
-  if (t >= nt) return;
+/* A work-group takes groups g0, g0 + stride, ... of a product, nt steps
+ * each (one a tile), as one stream.  Where its refills stand: the next
+ * refill is of tile t of the group whose first row is row, and ab and ad
+ * are the indices in the buffers of its lane l0 and row (of this
+ * work-item) in that tile. */
+typedef struct {
+  uint t, row, ab, ad;
+} bml_fill;
+
+/* The weights and scales d0 of the work-item's rows (row rr of slice i of
+ * the group) in the next refill's tile into a slot of the queue (w, d),
+ * where go (there is a step to refill); f moves on a tile, or to the first
+ * tile of the next group (jump rows on; base_b and base_d: the indices of
+ * lane l0 and row rr of a group's first tile, less the group's first row).
+ * A row past the product's is not read. */
+static BML_INLINE void bml_refill(__global const uint4 *bits, __global const float *d0, uint4 *w, float *d,
+                       bml_fill *f, const bool go, const uint nt, const uint jump, const uint base_b,
+                       const uint base_d, const uint rows, const uint rr, const uint lr, const uint rpt,
+                       const uint lpt) {
+  if (!go) return;
 #pragma unroll
   for (uint i = 0; i < rpt; i++)
 #pragma unroll
     for (uint u = 0; u < lpt; u++)
-      if (live[i]) {
-        w[i * lpt + u] = bits[*ab + (u * rows + i * lr)];
-        d[i * lpt + u] = d0[*ad + (u * rows + i * lr)];
+      if (f->row + rr + i * lr < rows) {
+        w[i * lpt + u] = bits[f->ab + (u * rows + i * lr)];
+        d[i * lpt + u] = d0[f->ad + (u * rows + i * lr)];
       }
-  *ab += 8u * rows;
-  *ad += 8u * rows;
+  if (f->t + 1u < nt) {
+    f->t++, f->ab += 8u * rows, f->ad += 8u * rows;
+  } else {
+    f->t = 0u, f->row += jump, f->ab = base_b + f->row, f->ad = base_d + f->row;
+  }
 }
 
-/* The body of the table kernels: work-group grp of a product; lr, rpt and
- * lpt are constants where it is inlined (rpt * lpt <= 4).  A work-group of
- * 8 / lpt * lr work-items takes lr * rpt rows: work-item lid computes lanes
- * l0 + u (l0 = lid / lr * lpt, u < lpt) of rows lid % lr + i * lr (i < rpt).
- * tab: BML_LHALVES * BML_LTAB floats; dtab: 2 * 8 * lr * rpt floats. */
+/* The next step's table (tile tn), from the sources loaded a step ago,
+ * into half hn, its scales (dq[slot]) into theirs, and the sources of the
+ * step after it (tile st). */
+#define BML_LNEXT(hn, slot)                                                                              \
+  if (cs + 1u < ns) {                                                                                   \
+    const uint kb_ = min(8u, nb - tn * 8u);                                                              \
+    for (uint i = 0; i < units; i++)                                                                     \
+      if ((lid + i * wg) % 256u / 32u < kb_)                                                             \
+        bml_lbuild(tab + (hn) * (BML_LHALVES - 1u) * BML_LTAB, lid + i * wg, &src[i], unit);             \
+    if (cs + 2u < ns)                                                                                   \
+      for (uint i = 0; i < units; i++) bml_lsrc_load(&src[i], lid + i * wg, st, nb, q, d1);              \
+    for (uint i = 0; i < rpt; i++)                                                                      \
+      for (uint u = 0; u < lpt; u++)                                                                     \
+        dtab[(hn) * 8u * gr + (l0 + u) * gr + i * lr + rr] = dq[slot][i * lpt + u];                      \
+  }
+
+/* The step's end, behind its barrier: after a group's last tile its lanes
+ * meet in jtab and are joined in the reference order. */
+#define BML_LEND()                                                                                       \
+  do {                                                                                                   \
+    const bool last_ = tn == 0u;                                                                         \
+    if (last_)                                                                                           \
+      for (uint i = 0; i < rpt; i++)                                                                    \
+        for (uint u = 0; u < lpt; u++)                                                                   \
+          jtab[(l0 + u) * gr + i * lr + rr] = acc[i * lpt + u], acc[i * lpt + u] = 0.0f;                 \
+    barrier(CLK_LOCAL_MEM_FENCE);                                                                        \
+    if (last_) {                                                                                         \
+      for (uint x = lid; x < gr; x += wg) {                                                              \
+        if (crow + x >= rows) continue;                                                                  \
+        float a_[8];                                                                                     \
+        for (uint i = 0; i < 8u; i++) a_[i] = jtab[i * gr + x];                                          \
+        out[crow + x] = bml_reduce8(a_);                                                                 \
+      }                                                                                                  \
+    }                                                                                                    \
+    /* one tile a group: the next group's lanes meet in jtab at the next step */                        \
+    if (BML_LHALVES == 2 && nt == 1u) barrier(CLK_LOCAL_MEM_FENCE);                                      \
+  } while (0)
+
+/* The next step's table where it is built before the lookups (two
+ * halves) or after them, behind a second barrier (one). */
+#if BML_LHALVES == 2
+#define BML_LNEXT_BEFORE(hn, slot) BML_LNEXT(hn, slot)
+#define BML_LNEXT_AFTER(hn, slot) (void)0
+#else
+#define BML_LNEXT_BEFORE(hn, slot) (void)0
+#define BML_LNEXT_AFTER(hn, slot)                                                                        \
+  do {                                                                                                   \
+    BML_LNEXT(hn, slot);                                                                                 \
+    barrier(CLK_LOCAL_MEM_FENCE);                                                                        \
+  } while (0)
+#endif
+
+/* The computed stream on a step: the tile of the step after next (st), the
+ * step's tile and group, and the rows of the group that are the product's. */
+#define BML_CNEXT()                                                                                      \
+  do {                                                                                                   \
+    st = st + 1u == nt ? 0u : st + 1u;                                                                   \
+    cs++;                                                                                                \
+    if (ct + 1u < nt) {                                                                                  \
+      ct++;                                                                                              \
+    } else {                                                                                             \
+      ct = 0u, crow += jump;                                                                             \
+      for (uint i = 0; i < rpt; i++) live[i] = crow + rr + i * lr < rows;                               \
+    }                                                                                                    \
+  } while (0)
+
+/* Step cs of the ring, in slot ph (a constant), or out of the loop after
+ * the last. */
+#define BML_RSTEP(ph)                                                                                    \
+  if (cs >= ns) break;                                                                                   \
+  {                                                                                                      \
+    const uint hf = BML_LAHEAD % 2 == 0 ? (ph) & 1u : cs & 1u, sn = (ph) + 1u == BML_LAHEAD ? 0u : (ph) + 1u; \
+    const uint tn = ct + 1u == nt ? 0u : ct + 1u; /* the next step's tile */                             \
+    BML_LNEXT_BEFORE(hf ^ 1u, sn);                                                                       \
+    bml_lookups(tab, dtab, wq[ph], acc, live, hf, min(8u, nb - ct * 8u), l0, rr, lr, gr, rpt, lpt);      \
+    bml_refill(bits, d0, wq[ph], dq[ph], &f, cs + BML_LAHEAD < ns, nt, jump, base_b, base_d, rows, rr, lr, rpt, lpt); \
+    BML_LEND();                                                                                          \
+    BML_LNEXT_AFTER(hf ^ 1u, sn);                                                                        \
+    BML_CNEXT();                                                                                         \
+  }
+
+/* The body of the table kernels: groups g0, g0 + stride, ... of a product
+ * (a group: lr * rpt rows; a launch of fewer work-groups than groups, each
+ * taking its share in turn, streams the next group's weights in while it
+ * ends one, and pays a work-group's start once); lr, rpt and lpt are
+ * constants where it is inlined (rpt * lpt <= 4).  A work-group of
+ * 8 / lpt * lr work-items takes a group's rows: work-item lid computes
+ * lanes l0 + u (l0 = lid / lr * lpt, u < lpt) of rows lid % lr + i * lr
+ * (i < rpt) of the group.  tab: BML_LHALVES * BML_LTAB floats; dtab: 2 * 8
+ * * lr * rpt floats; jtab: 8 * lr * rpt. */
 static BML_INLINE void bml_lanes(__global const uint4 *bits, const uint bits_off, __global const float *d0,
                       const uint d0_off, __global const char4 *q,
                       __global const float *d1, const uint rows, const uint nb,
-                      __global float *out, __local float *tab, __local float *dtab, const uint lr,
-                      const uint rpt, const uint lpt, const uint grp) {
+                      __global float *out, __local float *tab, __local float *dtab, __local float *jtab,
+                      const uint lr, const uint rpt, const uint lpt, const uint g0, const uint stride) {
   const uint wg = 8u / lpt * lr, gr = lr * rpt, m = rpt * lpt;
   const uint unit = 4096u / wg < 16u ? 4096u / wg : 16u, units = 4096u / wg / unit;
   const uint lid = get_local_id(0), l0 = lid / lr * lpt, rr = lid % lr;
-  const uint row0 = grp * gr + rr; /* rows row0 + i * lr, i < rpt */
-  const uint nt = (nb + 7u) / 8u;
-  bool live[4];
-#pragma unroll
-  for (uint i = 0; i < rpt; i++) live[i] = row0 + i * lr < rows;
+  const uint nt = (nb + 7u) / 8u, groups = (rows + gr - 1u) / gr;
+  if (g0 >= groups) return; /* (uniform) */
+  const uint ns = ((groups - 1u - g0) / stride + 1u) * nt, jump = stride * gr; /* steps; rows a group on */
   /* work-item (l0, rr) loads its lanes' bits of its rows, and d0 of blocks 8t + l0 + u of its rows */
   uint4 wq[BML_LAHEAD][4];
   float dq[BML_LAHEAD][4] = {{0.0f}}; /* a row that is not live keeps 0 */
-  /* the next refill's indices (in the whole buffers) of lane l0, row row0 */
-  uint ab = bits_off + l0 * rows + row0, ad = d0_off + l0 * rows + row0;
+  const uint base_b = bits_off + l0 * rows + rr, base_d = d0_off + l0 * rows + rr;
+  bml_fill f = {0u, g0 * gr, base_b + g0 * gr, base_d + g0 * gr}; /* the next refill: step 0 */
 #pragma unroll
-  for (uint a = 0; a < BML_LAHEAD; a++) bml_refill(bits, d0, wq[a], dq[a], live, a, nt, &ab, &ad, rows, lr, rpt, lpt);
-  /* tile 0's table now, tile 1's sources loaded */
+  for (uint a = 0; a < BML_LAHEAD; a++)
+    bml_refill(bits, d0, wq[a], dq[a], &f, a < ns, nt, jump, base_b, base_d, rows, rr, lr, rpt, lpt);
+  /* step 0's table now, step 1's sources loaded */
   bml_lsrc src[4];
 #pragma unroll
   for (uint i = 0; i < units; i++) bml_lsrc_load(&src[i], lid + i * wg, 0, nb, q, d1);
 #pragma unroll
   for (uint i = 0; i < units; i++)
     if ((lid + i * wg) % 256u / 32u < min(8u, nb)) bml_lbuild(tab, lid + i * wg, &src[i], unit);
-  if (nt > 1u) {
+  if (ns > 1u) {
 #pragma unroll
-    for (uint i = 0; i < units; i++) bml_lsrc_load(&src[i], lid + i * wg, 1, nb, q, d1);
+    for (uint i = 0; i < units; i++) bml_lsrc_load(&src[i], lid + i * wg, nt > 1u ? 1u : 0u, nb, q, d1);
   }
 #pragma unroll
   for (uint i = 0; i < rpt; i++)
@@ -604,65 +688,51 @@ static BML_INLINE void bml_lanes(__global const uint4 *bits, const uint bits_off
 #pragma unroll
   for (uint i = 0; i < m; i++) acc[i] = 0.0f;
   barrier(CLK_LOCAL_MEM_FENCE);
-#if BML_RING
-  /* The weights' queue is a ring: tile t is in slot t % BML_LAHEAD, and a
-   * tile's slot is refilled (BML_LAHEAD tiles on) once its lookups are
-   * issued.  The loop is unrolled by BML_LAHEAD so every slot index is a
-   * constant and nothing moves between registers. */
-  for (uint tb0 = 0; tb0 < nt; tb0 += BML_LAHEAD) {
+  /* the step computed (cs), its tile and its group's first row, which of
+   * the work-item's rows are the product's, and the tile of step cs + 2 */
+  uint cs = 0u, ct = 0u, crow = g0 * gr, st = nt > 2u ? 2u : 0u;
+  bool live[4];
 #pragma unroll
-    for (uint ph = 0; ph < BML_LAHEAD; ph++) {
-      const uint tb = tb0 + ph, ns = ph + 1u == BML_LAHEAD ? 0u : ph + 1u; /* ns: tile tb + 1's slot */
-      if (tb >= nt) break;
-#if BML_LHALVES == 2
-      BML_LNEXT(tb, ns);
+  for (uint i = 0; i < rpt; i++) live[i] = crow + rr + i * lr < rows;
+#if BML_RING
+  /* The weights' queue is a ring: step s is in slot s % BML_LAHEAD, and a
+   * step's slot is refilled (BML_LAHEAD steps on) once its lookups are
+   * issued.  The loop is unrolled by BML_LAHEAD, by hand (clang does not
+   * apply an unroll pragma to it), so every slot index is a constant and
+   * nothing moves between registers (and, BML_LAHEAD even, the step's half
+   * of the table). */
+  for (;;) {
+    BML_RSTEP(0u);
+    BML_RSTEP(1u);
+#if BML_LAHEAD > 2
+    BML_RSTEP(2u);
 #endif
-      bml_lookups(tab, dtab, wq[ph], acc, live, tb, nb, l0, rr, lr, gr, rpt, lpt);
-      bml_refill(bits, d0, wq[ph], dq[ph], live, tb + BML_LAHEAD, nt, &ab, &ad, rows, lr, rpt, lpt);
-      barrier(CLK_LOCAL_MEM_FENCE);
-#if BML_LHALVES == 1
-      BML_LNEXT(tb, ns);
-      barrier(CLK_LOCAL_MEM_FENCE);
+#if BML_LAHEAD > 3
+    BML_RSTEP(3u);
 #endif
-    }
   }
 #else
-  /* The weights' queue moves down a slot a tile: the tile in use is
-   * copied out of slot 0 and the last slot loads BML_LAHEAD tiles on,
+  /* The weights' queue moves down a slot a step: the step in use is
+   * copied out of slot 0 and the last slot loads BML_LAHEAD steps on,
    * before the lookups. */
-  for (uint tb = 0; tb < nt; tb++) {
+  while (cs < ns) {
+    const uint hf = cs & 1u, tn = ct + 1u == nt ? 0u : ct + 1u;
     uint4 w[4];
 #pragma unroll
     for (uint i = 0; i < m; i++) w[i] = wq[0][i];
-#if BML_LHALVES == 2
-    BML_LNEXT(tb, 1); /* before the queue moves: slot 1 is tile tb + 1 */
-#endif
+    BML_LNEXT_BEFORE(hf ^ 1u, 1); /* before the queue moves: slot 1 is step cs + 1 */
 #pragma unroll
     for (uint a = 0; a + 1u < BML_LAHEAD; a++)
 #pragma unroll
       for (uint i = 0; i < m; i++) wq[a][i] = wq[a + 1u][i], dq[a][i] = dq[a + 1u][i];
-    bml_refill(bits, d0, wq[BML_LAHEAD - 1], dq[BML_LAHEAD - 1], live, tb + BML_LAHEAD, nt, &ab, &ad, rows, lr, rpt, lpt);
-    bml_lookups(tab, dtab, w, acc, live, tb, nb, l0, rr, lr, gr, rpt, lpt);
-    barrier(CLK_LOCAL_MEM_FENCE);
-#if BML_LHALVES == 1
-    BML_LNEXT(tb, 0); /* the queue has moved: slot 0 is tile tb + 1 */
-    barrier(CLK_LOCAL_MEM_FENCE);
-#endif
+    bml_refill(bits, d0, wq[BML_LAHEAD - 1], dq[BML_LAHEAD - 1], &f, cs + BML_LAHEAD < ns, nt, jump, base_b, base_d,
+               rows, rr, lr, rpt, lpt);
+    bml_lookups(tab, dtab, w, acc, live, hf, min(8u, nb - ct * 8u), l0, rr, lr, gr, rpt, lpt);
+    BML_LEND();
+    BML_LNEXT_AFTER(hf ^ 1u, 0); /* the queue has moved: slot 0 is step cs + 1 */
+    BML_CNEXT();
   }
 #endif
-  /* join the lanes: the table is free now */
-#pragma unroll
-  for (uint i = 0; i < rpt; i++)
-#pragma unroll
-    for (uint u = 0; u < lpt; u++) tab[(l0 + u) * gr + i * lr + rr] = acc[i * lpt + u];
-  barrier(CLK_LOCAL_MEM_FENCE);
-  for (uint x = lid; x < gr; x += wg) {
-    const uint r = grp * gr + x;
-    if (r >= rows) continue;
-    float a[8];
-    for (uint i = 0; i < 8u; i++) a[i] = tab[i * gr + x];
-    out[r] = bml_reduce8(a);
-  }
 }
 
 __kernel __attribute__((reqd_work_group_size(8 * BML_LROWS, 1, 1)))
@@ -672,10 +742,11 @@ void q1_0_mat_vec_l(__global const uint4 *restrict bits, __global const float *r
                     const uint d0_off) {
   __local float tab[BML_LHALVES * BML_LTAB] __attribute__((aligned(16))); /* [tile half][block][sub-block][lane][pattern, swizzled] */
   __local float dtab[2 * 8 * BML_LROWS];     /* [tile half][block][row]: the scales d0 */
+  __local float jtab[8 * BML_LROWS];         /* [lane][row]: the lanes' sums of a group */
   const uint n = nb * 128u;
   BML_ACTIVATION(act_base, act_off, n);
-  bml_lanes(bits, bits_off, d0, d0_off, q, d1, rows, nb, out_base + out_off, tab, dtab, BML_LROWS, 1u, 1u,
-            get_group_id(0));
+  bml_lanes(bits, bits_off, d0, d0_off, q, d1, rows, nb, out_base + out_off, tab, dtab, jtab, BML_LROWS, 1u, 1u,
+            get_group_id(0), get_num_groups(0));
 }
 
 __kernel __attribute__((reqd_work_group_size(8 / BML_LRLPT * BML_LRROWS, 1, 1)))
@@ -685,10 +756,11 @@ void q1_0_mat_vec_lr(__global const uint4 *restrict bits, __global const float *
                      const uint d0_off) {
   __local float tab[BML_LHALVES * BML_LTAB] __attribute__((aligned(16)));
   __local float dtab[2 * 8 * BML_LRROWS * BML_LRRPT];
+  __local float jtab[8 * BML_LRROWS * BML_LRRPT];
   const uint n = nb * 128u;
   BML_ACTIVATION(act_base, act_off, n);
-  bml_lanes(bits, bits_off, d0, d0_off, q, d1, rows, nb, out_base + out_off, tab, dtab, BML_LRROWS, BML_LRRPT,
-            BML_LRLPT, get_group_id(0));
+  bml_lanes(bits, bits_off, d0, d0_off, q, d1, rows, nb, out_base + out_off, tab, dtab, jtab, BML_LRROWS, BML_LRRPT,
+            BML_LRLPT, get_group_id(0), get_num_groups(0));
 }
 
 /*
@@ -698,9 +770,12 @@ void q1_0_mat_vec_lr(__global const uint4 *restrict bits, __global const float *
  * BML_DESC_WORDS-word records, at desc_off of act_base (copied in with the
  * activations), says for each product, in order: its first work-group, rows,
  * blocks per row, where its bits (in uint4s) and scales (in floats) start,
- * its activation's byte offset and its results' float offset.  A work-group
- * finds its product by a binary search of the first work-groups (uniform
- * across the work-group, so the barriers inside stay uniform).
+ * its activation's byte offset, its results' float offset and its
+ * work-groups W.  A work-group finds its product by a binary search of
+ * the first work-groups (uniform across the work-group, so the barriers
+ * inside stay uniform); the product's work-group w takes its groups w, w +
+ * W, ... (the host gives a big product fewer work-groups than groups when
+ * the launch's would be more than the card's max_groups).
  */
 #define BML_DESC_WORDS 8
 
@@ -718,8 +793,8 @@ static inline __global const uint *bml_desc_of(__global const uint *desc, uint n
   __global const uint *d_ = bml_desc_of((__global const uint *)(act_base + desc_off), ndesc, get_group_id(0)); \
   const uint rows = d_[1], nb = d_[2];                                                                         \
   BML_ACTIVATION(act_base, d_[5], nb * 128u);                                                                  \
-  bml_lanes(bits, d_[3], d0, d_[4], q, d1, rows, nb, out_base + d_[6], tab, dtab, (lr), (rpt), (lpt),        \
-            get_group_id(0) - d_[0])
+  bml_lanes(bits, d_[3], d0, d_[4], q, d1, rows, nb, out_base + d_[6], tab, dtab, jtab, (lr), (rpt), (lpt),  \
+            get_group_id(0) - d_[0], d_[7])
 
 __kernel __attribute__((reqd_work_group_size(8 * BML_LROWS, 1, 1)))
 void q1_0_mat_vec_lb(__global const uint4 *restrict bits, __global const float *restrict d0,
@@ -727,6 +802,7 @@ void q1_0_mat_vec_lb(__global const uint4 *restrict bits, __global const float *
                      __global float *restrict out_base) {
   __local float tab[BML_LHALVES * BML_LTAB] __attribute__((aligned(16)));
   __local float dtab[2 * 8 * BML_LROWS];
+  __local float jtab[8 * BML_LROWS];
   BML_BATCHED(BML_LROWS, 1u, 1u);
 }
 
@@ -736,6 +812,7 @@ void q1_0_mat_vec_lrb(__global const uint4 *restrict bits, __global const float 
                       __global float *restrict out_base) {
   __local float tab[BML_LHALVES * BML_LTAB] __attribute__((aligned(16)));
   __local float dtab[2 * 8 * BML_LRROWS * BML_LRRPT];
+  __local float jtab[8 * BML_LRROWS * BML_LRRPT];
 #if defined(BML_TEST_SKIP_LRB) && BML_TEST_SKIP_LRB
   return;
 #endif

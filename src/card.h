@@ -30,7 +30,8 @@ const char *bml__batched_name(bml__batched_id k);
 
 /* A product of a batched launch (cl/q1_0.cl, BML_DESC_WORDS words). */
 typedef struct {
-  uint32_t first_group, rows, nb, bits_off, d0_off, act_off, out_off, unused;
+  uint32_t first_group, rows, nb, bits_off, d0_off, act_off, out_off;
+  uint32_t wgs; /* its work-groups: each takes every wgs-th of its groups of rows */
 } bml__desc;
 
 /* One build of cl/q1_0.cl. */
@@ -79,6 +80,9 @@ typedef struct bml__card {
   size_t lrrows, lrrpt;  /* q1_0_mat_vec_lr's rows per slice and slices (-DBML_LRROWS, -DBML_LRRPT) */
   size_t lrlpt;          /* q1_0_mat_vec_lr's lanes per work-item (-DBML_LRLPT: 1 or 2) */
   size_t lr_from;        /* products of this many rows or more run q1_0_mat_vec_lr, the others _l (tune.c) */
+  size_t max_groups;     /* a table kernel's launch runs at most this many work-groups, each taking the
+                            launch's groups of rows in turn (0: a work-group per group); set at open to
+                            BML_GROUPS_PER_UNIT per compute unit */
   size_t run_bytes;      /* a batch's launches are cut every this many bytes of weights (0: BML_RUN_BYTES);
                             the worker's check at open sets it small, for a launch per record */
   bml__slab *slabs;      /* the matrices' memory (slab.c) */
@@ -249,7 +253,7 @@ typedef struct {
 } bml__batch_item;
 
 /* One launch of a planned batch: records [first, first + count) of its
- * table, all of one slab and one kernel. */
+ * table, all of one slab and one kernel, and its work-groups. */
 typedef struct {
   size_t slab, first, count, groups;
   bml__batched_id kind;
@@ -268,6 +272,16 @@ typedef struct {
  * launch's results are read back as soon as it finishes, so the reads of
  * a long batch overlap the launches after them. */
 #define BML_RUN_BYTES ((size_t)256 << 20)
+/* A table kernel's launch runs at most this many work-groups per compute
+ * unit (c->max_groups); each takes every max_groups-th group of rows, so it
+ * starts once and streams the next group's weights in while it ends one.
+ * On the H200 two (the work-groups its registers let an SM hold) were as
+ * fast as a work-group per group alone and faster side by side on several
+ * queues (doc/PERFORMANCE.md); on a card that holds fewer, the rest wait
+ * as a second wave of the same work would. */
+#ifndef BML_GROUPS_PER_UNIT
+#define BML_GROUPS_PER_UNIT 2
+#endif
 /* The last launch of a batch is halved (by its weights' bytes), then its
  * second half, ..., while the half to come is this many bytes or more:
  * what the card computes after the last read starts is then small. */
@@ -277,7 +291,10 @@ typedef struct {
 size_t bml__batch_records(const bml__batch_item *items, size_t n);
 /* Plans the items: their records, sorted so that each (slab, kernel) run is
  * one launch (cut every BML_RUN_BYTES of weights, or c->run_bytes, the last one halved down
- * to BML_TAIL_BYTES) and numbered within it, into desc; the launches into runs
+ * to BML_TAIL_BYTES) and their work-groups numbered within it (a record of
+ * N groups gets N, or ceil(N / k) where the launch's groups are more than
+ * c->max_groups, k = ceil(groups / max_groups): each work-group takes k of
+ * them at most), into desc; the launches into runs
  * (each room for bml__batch_records records; scratch as well).  Returns the
  * number of runs.  Cannot fail. */
 size_t bml__batch_plan(const bml__card *c, const bml__batch_item *items, size_t n, bml__batch_rec *scratch,

@@ -224,6 +224,11 @@ static size_t round_up(size_t v, size_t m) { return (v + m - 1) / m * m; }
  * -DBML_LRROWS x -DBML_LRRPT). */
 static size_t table_local(const bml__card *c, bool lr) { return lr ? bml__card_lr_wg(c) : 8 * c->lrows; }
 static size_t table_rows(const bml__card *c, bool lr) { return lr ? c->lrrows * c->lrrpt : c->lrows; }
+/* The work-groups a table kernel's launch of `groups` groups runs: each
+ * takes the launch's groups in turn (cl/q1_0.cl, bml_lanes). */
+static size_t table_groups(const bml__card *c, size_t groups) {
+  return c->max_groups && groups > c->max_groups ? c->max_groups : groups;
+}
 
 /* Global and local sizes of kernel k over rows; the global size is padded to
  * a multiple of the work-group size (the kernels ignore the padding). */
@@ -235,7 +240,7 @@ static void launch_sizes(const bml__card *c, bml__kernel_id k, size_t wg, size_t
   } else if (k == BML_KERNEL_MAT_VEC_L || k == BML_KERNEL_MAT_VEC_LR) {
     const bool lr = k == BML_KERNEL_MAT_VEC_LR;
     *local = table_local(c, lr);
-    *global = (rows + table_rows(c, lr) - 1) / table_rows(c, lr) * *local;
+    *global = table_groups(c, (rows + table_rows(c, lr) - 1) / table_rows(c, lr)) * *local;
   } else {
     *local = wg ? wg : 64;
     if (*local > c->max_work_group) *local = c->max_work_group;
@@ -331,10 +336,38 @@ size_t bml__batch_plan(const bml__card *c, const bml__batch_item *items, size_t 
   for (size_t i = 0; i < nrec; i++) {
     if (scratch[i].starts) runs[nruns++] = (bml__batch_run){scratch[i].slab, i, 0, 0, scratch[i].kind};
     bml__batch_run *run = &runs[nruns - 1];
-    scratch[i].d.first_group = (uint32_t)run->groups;
     run->groups += scratch[i].groups;
     run->count++;
-    desc[i] = scratch[i].d;
+  }
+  /* each launch's work-groups: a record's groups, or where the launch's
+   * groups would be more than max_groups, ceil(groups / k) of them, k the
+   * least that keeps the launch's work-groups within max_groups (the
+   * work-groups past what the card holds at once would be a second wave,
+   * each of up to k groups).  A launch with a record of fewer than k
+   * groups keeps a work-group per group: that record's one work-group
+   * would end early and the launch's be uneven, where the card's own
+   * scheduling of many work-groups evens them out. */
+  for (size_t r = 0; r < nruns; r++) {
+    bml__batch_run *run = &runs[r];
+    size_t k = 1;
+    if (c->max_groups && run->groups > c->max_groups) {
+      k = (run->groups + c->max_groups - 1) / c->max_groups;
+      for (;; k++) {
+        size_t wgs = 0;
+        for (size_t i = run->first; i < run->first + run->count; i++) wgs += (scratch[i].groups + k - 1) / k;
+        if (wgs <= c->max_groups || wgs <= run->count) break; /* (a record's one work-group at least) */
+      }
+      for (size_t i = run->first; i < run->first + run->count; i++)
+        if (scratch[i].groups < k) k = 1;
+    }
+    run->groups = 0;
+    for (size_t i = run->first; i < run->first + run->count; i++) {
+      const size_t wgs = (scratch[i].groups + k - 1) / k;
+      scratch[i].d.first_group = (uint32_t)run->groups;
+      scratch[i].d.wgs = (uint32_t)wgs;
+      run->groups += wgs;
+      desc[i] = scratch[i].d;
+    }
   }
   return nruns;
 }
@@ -346,7 +379,7 @@ int bml__card_batched_enqueue(bml__card *c, cl_command_queue q, const bml__build
   cl_kernel kern = b->batched[k];
   const bml__slab *s = &c->slabs[slab];
   cl_uint doff = (cl_uint)desc_off, nd = (cl_uint)ndesc;
-  size_t local = table_local(c, k == BML_BATCHED_LR), global = groups * local;
+  size_t local = table_local(c, k == BML_BATCHED_LR), global = groups * local; /* as planned */
   BML_CL_TRY(BML_CAT_WORKER, rc, clSetKernelArg(kern, 0, sizeof(cl_mem), &s->bits));
   BML_CL_TRY(BML_CAT_WORKER, rc, clSetKernelArg(kern, 1, sizeof(cl_mem), &s->d0));
   BML_CL_TRY(BML_CAT_WORKER, rc, clSetKernelArg(kern, 2, sizeof(cl_mem), &act->buf));

@@ -545,6 +545,7 @@ int bml__oracle_verify(const bml__device *d, size_t index, const bml_verify_opti
   if (hooks.local_mem) c->local_mem = hooks.local_mem;
   c->kernel_wg_cap = hooks.kernel_wg;
   c->kernel_wg_cap_emulated = hooks.kernel_wg_emulated;
+  if (hooks.max_groups) c->max_groups = hooks.max_groups == SIZE_MAX ? 0 : hooks.max_groups;
   int tuned = bml__tune(c, &d->cl);
   if (tuned != 0) bml__debug(BML_CAT_BUILD, "tuning failed (%s): the default tunables", bml_err_name(tuned));
   if (hooks.lr_shape[0])

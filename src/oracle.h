@@ -27,6 +27,8 @@ typedef struct {
                                 (CL_OUT_OF_RESOURCES) */
   size_t lr_shape[3];         /* q1_0_mat_vec_lr built with these rows per slice, slices and lanes
                                  per work-item instead of the tuning's (0 rows: the tuning's) */
+  size_t max_groups;          /* a table kernel's launch runs at most this many work-groups
+                                 (0: the card's; SIZE_MAX: a work-group per group) */
 } bml__oracle_hooks;
 
 /* Sets (NULL: clears) the hooks for every later verification.  Not

@@ -35,6 +35,7 @@ int bml__card_open(const bml__cl_info *ci, bml__card **out, char *err, size_t er
   c->host_unified = ci->host_unified != 0;
   c->cr_divide_sqrt = (ci->fp32 & CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT) != 0;
   c->local_mem = ci->local_mem;
+  c->max_groups = (size_t)BML_GROUPS_PER_UNIT * ci->compute_units;
   /* NVIDIA's driver compiles OpenCL C to PTX and takes PTX inline; another
    * implementation of an NVIDIA card (PoCL's CUDA device) may not.  The
    * ring of weights (-DBML_RING=1) was measured there only: it made PoCL
@@ -120,10 +121,10 @@ void bml__card_set_tunables(bml__card *c, size_t lrows, size_t lrrows, size_t lr
 size_t bml__card_lr_wg(const bml__card *c) { return 8 / c->lrlpt * c->lrrows; }
 
 /* The local memory of the table kernels: a tile's table is 16 KiB, the
- * scales 2 * 8 * rows floats. */
+ * scales 2 * 8 * rows floats, the lanes' sums of a group 8 * rows. */
 bool bml__card_table_halves2(const bml__card *c) {
   size_t rows = c->lrows > c->lrrows * c->lrrpt ? c->lrows : c->lrrows * c->lrrpt;
-  return 2 * 16384 + 64 * rows + 1024 <= c->local_mem;
+  return 2 * 16384 + 96 * rows + 1024 <= c->local_mem;
 }
 
 size_t bml__card_wg8(const bml__card *c) {

@@ -64,8 +64,9 @@ static void apply(bml__card *c, const choice *ch) {
  * refuse the card at every open: they are measured again); 4 since _lr's
  * lanes per work-item ("lrlpt") are a tunable; 5 since the table kernels
  * build their tables and load their weights with fewer instructions (the
- * shapes' speeds moved: measured again). */
-#define TUNE_SCHEMA 5
+ * shapes' speeds moved: measured again); 6 since a launch runs at most
+ * max_groups work-groups, each taking several groups of rows (the same). */
+#define TUNE_SCHEMA 6
 
 /* Said once a process: where the tuning cannot be remembered, and why. */
 static atomic_bool cache_warned;

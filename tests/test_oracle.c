@@ -746,12 +746,15 @@ Test(oracle, a_cache_this_version_did_not_write_is_measured_again_and_replaced) 
   char dir[] = "/tmp/bankml-cl-tune-XXXXXX";
   size_t i;
   bml_devices *l = tuning_fixture(dir, &i);
-  char edited[1024], lanes[1024], layout4[1024], layout3[1024], layout2[1024];
-  cache_entry(edited, sizeof edited, 5, l, i,
+  char edited[1024], lanes[1024], layout5[1024], layout4[1024], layout3[1024], layout2[1024];
+  cache_entry(edited, sizeof edited, 6, l, i,
               "\"lrows\": 48, \"lrrows\": 32, \"lrrpt\": 4, \"lrlpt\": 1, \"lr_from_rows\": 0");
   /* every shape a candidate but the lanes (32x4 is one, with one lane) */
-  cache_entry(lanes, sizeof lanes, 5, l, i,
+  cache_entry(lanes, sizeof lanes, 6, l, i,
               "\"lrows\": 32, \"lrrows\": 32, \"lrrpt\": 4, \"lrlpt\": 2, \"lr_from_rows\": 0");
+  /* layout 5 was measured on launches of a work-group per group of rows */
+  cache_entry(layout5, sizeof layout5, 5, l, i,
+              "\"lrows\": 32, \"lrrows\": 32, \"lrrpt\": 4, \"lrlpt\": 1, \"lr_from_rows\": 16384");
   /* layout 4 was measured on the kernels before their cheaper table build */
   cache_entry(layout4, sizeof layout4, 4, l, i,
               "\"lrows\": 32, \"lrrows\": 32, \"lrrpt\": 4, \"lrlpt\": 1, \"lr_from_rows\": 16384");
@@ -761,8 +764,8 @@ Test(oracle, a_cache_this_version_did_not_write_is_measured_again_and_replaced) 
               "\"lrows\": 32, \"lrrows\": 32, \"lrrpt\": 4, \"lrlpt\": 1, \"lr_from_rows\": 16384");
   /* layout 2's shapes were checked against the native build alone */
   cache_entry(layout2, sizeof layout2, 2, l, i, "\"lrows\": 32, \"lrrows\": 32, \"lrrpt\": 4, \"lr_from_rows\": 16384");
-  const char *caches[] = {"{\"schema\": 1, \"entries\": []}", "{\"schema\": 5, \"entries\": {}}", "[1, 2]", edited,
-                          lanes, layout4, layout3, layout2};
+  const char *caches[] = {"{\"schema\": 1, \"entries\": []}", "{\"schema\": 6, \"entries\": {}}", "[1, 2]", edited,
+                          lanes, layout5, layout4, layout3, layout2};
   bml__oracle_hooks h = {.quick = true};
   bml__oracle_set_hooks(&h);
   bml_log_set_sink(capture, NULL);
@@ -939,6 +942,8 @@ static size_t plan_checked(const bml__batch_item *items, size_t n, bml__batch_re
     size_t g = 0;
     for (size_t k = runs[r].first; k < runs[r].first + runs[r].count; k++) {
       cr_expect_eq(desc[k].first_group, g, "launch %zu record %zu's first work-group", r, k);
+      cr_expect_eq(desc[k].wgs, bml__card_groups(&plan_card, runs[r].kind, desc[k].rows),
+                   "launch %zu record %zu: a work-group per group (max_groups 0)", r, k);
       g += bml__card_groups(&plan_card, runs[r].kind, desc[k].rows);
     }
     cr_expect_eq(runs[r].groups, g, "launch %zu's work-groups", r);
@@ -972,6 +977,47 @@ Test(oracle, a_batch_plan_is_a_launch_per_slab_and_kernel_cut_every_run_bytes) {
   for (size_t k = 0; k < 7; k++) cr_expect_eq(desc[k].act_off, act[k], "record %zu", k);
   cr_expect_eq(desc[2].rows, 65536);
   cr_expect_eq(desc[2].nb, 64);
+}
+
+/* A launch of more groups of rows than the card's max_groups gives each
+ * record ceil(groups / k) work-groups, k = ceil(launch's groups /
+ * max_groups), numbered from 0 in order; a launch of fewer, a work-group
+ * per group (the kernel's work-group w of a record of W takes its groups w,
+ * w + W, ...: every group once, by bml_lanes). */
+Test(oracle, a_launch_past_max_groups_gives_its_records_fewer_work_groups_each_taking_several_groups) {
+  /* 3 x 8192 rows (64 groups of 128 each) and 1000 rows (8 groups) in one
+   * slab: 16 MB, one launch */
+  bml__card_chunk big_ch = {0, 8192, 0, 0, 8192 * 32}, small_ch = {0, 1000, 0, 0, 1000 * 2};
+  bml__card_matrix big = {8192, 4096, 1, &big_ch, 0}, small = {1000, 256, 1, &small_ch, 0};
+  bml__batch_item items[4] = {{&big, BML_BATCHED_LR, 0, 0}, {&small, BML_BATCHED_LR, 100, 0},
+                              {&big, BML_BATCHED_LR, 200, 0}, {&big, BML_BATCHED_LR, 300, 0}};
+  bml__batch_rec scratch[4];
+  bml__desc desc[4];
+  bml__batch_run runs[4];
+  static const size_t caps[] = {50, 200, 201, 5000, 1, 7, 26}; /* k = 4, 1, 1, 1, 1 and 1 (200 and 32 are more
+                                                                   than the small record's 8 groups), 8 */
+  for (size_t t = 0; t < BML_ARRAY_SIZE(caps); t++) {
+    bml__card card = plan_card;
+    card.max_groups = caps[t];
+    const size_t n = bml__batch_plan(&card, items, 4, scratch, desc, runs);
+    cr_assert_eq(n, 1, "cap %zu: %zu launches", caps[t], n);
+    const size_t groups = 3 * 64 + 8;
+    size_t k = groups > caps[t] ? (groups + caps[t] - 1) / caps[t] : 1; /* then the least that fits the cap */
+    while (groups > caps[t] && 3 * ((64 + k - 1) / k) + (8 + k - 1) / k > (caps[t] > 4 ? caps[t] : 4)) k++;
+    if (k > 8) k = 1; /* the 8 groups' record: fewer than k, a work-group per group */
+    size_t first = 0;
+    for (size_t i = 0; i < 4; i++) {
+      const size_t g = bml__card_groups(&card, BML_BATCHED_LR, desc[i].rows), wgs = (g + k - 1) / k;
+      cr_expect_eq(desc[i].first_group, first, "cap %zu, record %zu", caps[t], i);
+      cr_expect_eq(desc[i].wgs, wgs, "cap %zu, record %zu: %u work-groups for %zu groups", caps[t], i,
+                   (unsigned)desc[i].wgs, g);
+      cr_expect(desc[i].wgs >= 1 && (desc[i].wgs - 1) * k < g, "cap %zu, record %zu: a work-group without a group",
+                caps[t], i);
+      first += wgs;
+    }
+    cr_expect_eq(runs[0].groups, first, "cap %zu: the launch's work-groups", caps[t]);
+    cr_expect(k == 1 || runs[0].groups <= caps[t], "cap %zu: %zu work-groups", caps[t], runs[0].groups);
+  }
 }
 
 /* Plans n items of the matrices ms[i] (all BML_BATCHED_L, in one slab)
