@@ -462,6 +462,34 @@ Test(oracle, matrices_split_into_chunks_give_the_same_bits) {
   bml_devices_free(l);
 }
 
+/* A launch of the table kernels gives the same bits with a work-group per
+ * group of rows, with one work-group taking every group, and with a few
+ * (each taking every third, fifth, ... group of a product, and groups of
+ * a batch's records): every check passes in each. */
+Test(oracle, the_table_kernels_give_the_same_bits_whatever_work_groups_a_launch_runs) {
+  size_t i;
+  bml_devices *l = card_under_test(&i);
+  static const size_t caps[] = {SIZE_MAX, 1, 3, 5};
+  for (size_t t = 0; t < BML_ARRAY_SIZE(caps); t++) {
+    bml__oracle_hooks h = {.quick = true, .max_groups = caps[t]};
+    bml__oracle_set_hooks(&h);
+    static collected c;
+    c.n = 0;
+    cr_expect_eq(verify(l, i, &c, 1), 0, "max_groups %zu: not verified", caps[t]);
+    size_t table = 0;
+    for (size_t k = 0; k < c.n; k++) {
+      const bml_verify_line *x = &c.lines[k];
+      if (strncmp(x->check, "q1_0_mat_vec_l", 14) != 0) continue;
+      table++;
+      cr_expect(x->ok && x->total > 0 && x->exact == x->total, "max_groups %zu: %s %s %zux%zu %s: %zu of %zu rows exact",
+                caps[t], x->check, x->fma, x->rows, x->n, x->regime, x->exact, x->total);
+    }
+    cr_expect(table >= 8, "max_groups %zu: %zu checks of the table kernels", caps[t], table);
+  }
+  bml__oracle_set_hooks(NULL);
+  bml_devices_free(l);
+}
+
 Test(oracle, a_card_with_little_local_memory_uses_one_table_and_gives_the_same_bits) {
   size_t i;
   bml_devices *l = card_under_test(&i);
