@@ -292,9 +292,9 @@ size_t bml__batch_records(const bml__batch_item *items, size_t n);
 /* Plans the items: their records, sorted so that each (slab, kernel) run is
  * one launch (cut every BML_RUN_BYTES of weights, or c->run_bytes, the last one halved down
  * to BML_TAIL_BYTES) and their work-groups numbered within it (a record of
- * N groups gets N, or ceil(N / k) where the launch's groups are more than
- * c->max_groups, k = ceil(groups / max_groups): each work-group takes k of
- * them at most), into desc; the launches into runs
+ * N groups gets N, or, where the launch's groups are more than
+ * c->max_groups, fewer that each take about as many tiles: kernels.c),
+ * into desc; the launches into runs
  * (each room for bml__batch_records records; scratch as well).  Returns the
  * number of runs.  Cannot fail. */
 size_t bml__batch_plan(const bml__card *c, const bml__batch_item *items, size_t n, bml__batch_rec *scratch,

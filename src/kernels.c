@@ -291,6 +291,14 @@ static size_t rec_bytes(const bml__batch_rec *r) {
   return bml__card_matrix_bytes(r->d.rows, (size_t)r->d.nb * BML_Q1_0_BLOCK);
 }
 
+/* A record's steps (its groups times the tiles of a row), and its
+ * work-groups where each computes about k steps (at most its groups). */
+static size_t rec_steps(const bml__batch_rec *r) { return r->groups * (((size_t)r->d.nb + 7) / 8); }
+static size_t rec_wgs(const bml__batch_rec *r, size_t k) {
+  const size_t w = (rec_steps(r) + k - 1) / k;
+  return w < r->groups ? w : r->groups;
+}
+
 static int rec_cmp(const void *pa, const void *pb) {
   const bml__batch_rec *a = pa, *b = pb;
   if (a->slab != b->slab) return a->slab < b->slab ? -1 : 1;
@@ -339,30 +347,35 @@ size_t bml__batch_plan(const bml__card *c, const bml__batch_item *items, size_t 
     run->groups += scratch[i].groups;
     run->count++;
   }
-  /* each launch's work-groups: a record's groups, or where the launch's
-   * groups would be more than max_groups, ceil(groups / k) of them, k the
-   * least that keeps the launch's work-groups within max_groups (the
-   * work-groups past what the card holds at once would be a second wave,
-   * each of up to k groups).  A launch with a record of fewer than k
-   * groups keeps a work-group per group: that record's one work-group
-   * would end early and the launch's be uneven, where the card's own
-   * scheduling of many work-groups evens them out. */
+  /* each launch's work-groups: a work-group per group of rows, or where
+   * the launch's groups would be more than max_groups (the work-groups past
+   * what the card holds at once would be a second wave), ceil(steps / k)
+   * for a record of `steps` tiles of groups (groups x tiles a row; at most
+   * its groups), k the least that keeps the launch within max_groups: each
+   * work-group then computes about k tiles, whatever its record's width.  A
+   * launch with a record of fewer than k steps keeps a work-group per group:
+   * that record's work-groups would end early and the launch's be uneven,
+   * where the card's own scheduling of many work-groups evens them out. */
   for (size_t r = 0; r < nruns; r++) {
     bml__batch_run *run = &runs[r];
-    size_t k = 1;
+    size_t k = 0, steps = 0, most = 0;
+    for (size_t i = run->first; i < run->first + run->count; i++) {
+      steps += rec_steps(&scratch[i]);
+      if (rec_steps(&scratch[i]) > most) most = rec_steps(&scratch[i]);
+    }
     if (c->max_groups && run->groups > c->max_groups) {
-      k = (run->groups + c->max_groups - 1) / c->max_groups;
-      for (;; k++) {
+      for (k = (steps + c->max_groups - 1) / c->max_groups;; k += (k + 15) / 16) {
         size_t wgs = 0;
-        for (size_t i = run->first; i < run->first + run->count; i++) wgs += (scratch[i].groups + k - 1) / k;
-        if (wgs <= c->max_groups || wgs <= run->count) break; /* (a record's one work-group at least) */
+        for (size_t i = run->first; i < run->first + run->count; i++) wgs += rec_wgs(&scratch[i], k);
+        if (wgs <= c->max_groups || wgs <= run->count) break; /* (a work-group a record at least) */
       }
+      if (k > most) k = most; /* (a work-group a record: the biggest's steps) */
       for (size_t i = run->first; i < run->first + run->count; i++)
-        if (scratch[i].groups < k) k = 1;
+        if (rec_steps(&scratch[i]) < k) k = 0;
     }
     run->groups = 0;
     for (size_t i = run->first; i < run->first + run->count; i++) {
-      const size_t wgs = (scratch[i].groups + k - 1) / k;
+      const size_t wgs = k ? rec_wgs(&scratch[i], k) : scratch[i].groups;
       scratch[i].d.first_group = (uint32_t)run->groups;
       scratch[i].d.wgs = (uint32_t)wgs;
       run->groups += wgs;

@@ -1007,44 +1007,70 @@ Test(oracle, a_batch_plan_is_a_launch_per_slab_and_kernel_cut_every_run_bytes) {
   cr_expect_eq(desc[2].nb, 64);
 }
 
-/* A launch of more groups of rows than the card's max_groups gives each
- * record ceil(groups / k) work-groups, k = ceil(launch's groups /
- * max_groups), numbered from 0 in order; a launch of fewer, a work-group
- * per group (the kernel's work-group w of a record of W takes its groups w,
- * w + W, ...: every group once, by bml_lanes). */
+/* Plans items on plan_card with max_groups cap and checks each launch's
+ * numbering: records' work-groups from 0 in order, each at least one and
+ * at most its groups, and within the cap wherever a record has fewer
+ * work-groups than groups.  Returns the one launch's records' work-groups
+ * in wgs. */
+static void plan_capped(const bml__batch_item *items, size_t n, size_t cap, size_t *wgs) {
+  bml__card card = plan_card;
+  card.max_groups = cap;
+  bml__batch_rec scratch[8];
+  bml__desc desc[8];
+  bml__batch_run runs[8];
+  cr_assert(n <= 8);
+  const size_t nruns = bml__batch_plan(&card, items, n, scratch, desc, runs);
+  cr_assert_eq(nruns, 1, "cap %zu: %zu launches", cap, nruns);
+  size_t first = 0;
+  bool fewer = false;
+  for (size_t i = 0; i < n; i++) {
+    const size_t g = bml__card_groups(&card, BML_BATCHED_LR, desc[i].rows);
+    cr_expect_eq(desc[i].first_group, first, "cap %zu, record %zu", cap, i);
+    cr_expect(desc[i].wgs >= 1 && desc[i].wgs <= g, "cap %zu, record %zu: %u work-groups for %zu groups", cap, i,
+              (unsigned)desc[i].wgs, g);
+    fewer |= desc[i].wgs < g;
+    wgs[i] = desc[i].wgs;
+    first += desc[i].wgs;
+  }
+  cr_expect_eq(runs[0].groups, first, "cap %zu: the launch's work-groups", cap);
+  cr_expect(!fewer || runs[0].groups <= (cap > n ? cap : n), "cap %zu: %zu work-groups", cap, runs[0].groups);
+}
+
+/* A launch of more groups of rows than the card's max_groups gives its
+ * records fewer work-groups, each taking about as many tiles (the
+ * kernel's work-group w of a record of W takes its groups w, w + W, ...:
+ * every group once, by bml_lanes); one of fewer, or with a record too
+ * small to share that way, a work-group per group. */
 Test(oracle, a_launch_past_max_groups_gives_its_records_fewer_work_groups_each_taking_several_groups) {
-  /* 3 x 8192 rows (64 groups of 128 each) and 1000 rows (8 groups) in one
-   * slab: 16 MB, one launch */
+  /* 8192 x 4096: 64 groups of 128 rows, 4 tiles each (256 steps); 1000 x
+   * 256: 8 groups of one tile (8 steps); 16 MB in all, one launch */
   bml__card_chunk big_ch = {0, 8192, 0, 0, 8192 * 32}, small_ch = {0, 1000, 0, 0, 1000 * 2};
   bml__card_matrix big = {8192, 4096, 1, &big_ch, 0}, small = {1000, 256, 1, &small_ch, 0};
-  bml__batch_item items[4] = {{&big, BML_BATCHED_LR, 0, 0}, {&small, BML_BATCHED_LR, 100, 0},
-                              {&big, BML_BATCHED_LR, 200, 0}, {&big, BML_BATCHED_LR, 300, 0}};
-  bml__batch_rec scratch[4];
-  bml__desc desc[4];
-  bml__batch_run runs[4];
-  static const size_t caps[] = {50, 200, 201, 5000, 1, 7, 26}; /* k = 4, 1, 1, 1, 1 and 1 (200 and 32 are more
-                                                                   than the small record's 8 groups), 8 */
+  const bml__batch_item items[4] = {{&big, BML_BATCHED_LR, 0, 0}, {&big, BML_BATCHED_LR, 100, 0},
+                                    {&big, BML_BATCHED_LR, 200, 0}, {&small, BML_BATCHED_LR, 300, 0}};
+  size_t wgs[4];
+  /* three big records, 192 groups: 16 work-groups each (4 groups, 16
+   * steps, a work-group) within 50 and 48; one each within 3 and 1 */
+  static const size_t caps[] = {48, 50, 3, 1}, want[] = {16, 16, 1, 1};
   for (size_t t = 0; t < BML_ARRAY_SIZE(caps); t++) {
-    bml__card card = plan_card;
-    card.max_groups = caps[t];
-    const size_t n = bml__batch_plan(&card, items, 4, scratch, desc, runs);
-    cr_assert_eq(n, 1, "cap %zu: %zu launches", caps[t], n);
-    const size_t groups = 3 * 64 + 8;
-    size_t k = groups > caps[t] ? (groups + caps[t] - 1) / caps[t] : 1; /* then the least that fits the cap */
-    while (groups > caps[t] && 3 * ((64 + k - 1) / k) + (8 + k - 1) / k > (caps[t] > 4 ? caps[t] : 4)) k++;
-    if (k > 8) k = 1; /* the 8 groups' record: fewer than k, a work-group per group */
-    size_t first = 0;
-    for (size_t i = 0; i < 4; i++) {
-      const size_t g = bml__card_groups(&card, BML_BATCHED_LR, desc[i].rows), wgs = (g + k - 1) / k;
-      cr_expect_eq(desc[i].first_group, first, "cap %zu, record %zu", caps[t], i);
-      cr_expect_eq(desc[i].wgs, wgs, "cap %zu, record %zu: %u work-groups for %zu groups", caps[t], i,
-                   (unsigned)desc[i].wgs, g);
-      cr_expect(desc[i].wgs >= 1 && (desc[i].wgs - 1) * k < g, "cap %zu, record %zu: a work-group without a group",
-                caps[t], i);
-      first += wgs;
-    }
-    cr_expect_eq(runs[0].groups, first, "cap %zu: the launch's work-groups", caps[t]);
-    cr_expect(k == 1 || runs[0].groups <= caps[t], "cap %zu: %zu work-groups", caps[t], runs[0].groups);
+    plan_capped(items, 3, caps[t], wgs);
+    for (size_t i = 0; i < 3; i++) cr_expect_eq(wgs[i], want[t], "cap %zu, record %zu: %zu", caps[t], i, wgs[i]);
+  }
+  plan_capped(items, 3, 47, wgs); /* fewer, within 47 (the checks above) */
+  cr_expect(wgs[0] < 64 && wgs[0] == wgs[1] && wgs[1] == wgs[2], "cap 47: %zu %zu %zu", wgs[0], wgs[1], wgs[2]);
+  /* at or past the launch's groups: a work-group per group */
+  static const size_t open_caps[] = {192, 5000, 0};
+  for (size_t t = 0; t < BML_ARRAY_SIZE(open_caps); t++) {
+    plan_capped(items, 3, open_caps[t], wgs);
+    for (size_t i = 0; i < 3; i++) cr_expect_eq(wgs[i], 64, "cap %zu, record %zu: %zu", open_caps[t], i, wgs[i]);
+  }
+  /* with the small record (8 steps, fewer than a work-group would take): a
+   * work-group per group */
+  static const size_t small_caps[] = {50, 7, 1};
+  for (size_t t = 0; t < BML_ARRAY_SIZE(small_caps); t++) {
+    plan_capped(items, 4, small_caps[t], wgs);
+    for (size_t i = 0; i < 4; i++)
+      cr_expect_eq(wgs[i], i < 3 ? 64 : 8, "cap %zu, record %zu: %zu", small_caps[t], i, wgs[i]);
   }
 }
 
