@@ -237,9 +237,16 @@ void q1_0_mat_vec8(__global const uint4 *restrict bits, __global const float *re
  * weights load BML_LAHEAD tiles ahead into a queue in registers (with
  * -DBML_RING=1, NVIDIA's build: a ring of BML_LAHEAD tiles, the one in use
  * and those ahead, a slot refilled once its tile's lookups are issued):
- * a tile costs one barrier.  A card with less than
- * about 34 KiB of local memory builds with BML_LHALVES=1: one table, built
- * after the tile's lookups, behind a second barrier.
+ * a tile costs one barrier.  A card with less local memory than two
+ * tables (32 KiB) and 96 bytes a row of a work-group (the scales and the
+ * lanes' sums: 45 KiB in all for 128 rows) builds with BML_LHALVES=1: one
+ * table, built after the tile's lookups, behind a second barrier.
+ *
+ * A launch may run fewer work-groups than groups of rows (the host caps it
+ * at the card's max_groups): work-group w of W takes groups w, w + W, ...
+ * as one stream of steps, a step a tile, so the next group's weights and
+ * table come in while it ends one, and its lanes meet in jtab at each
+ * group's last tile (bml_lanes).
  */
 #ifndef BML_LROWS
 #define BML_LROWS 32 /* q1_0_mat_vec_l: rows per work-group (8 to 64) */
