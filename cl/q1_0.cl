@@ -620,15 +620,14 @@ static BML_INLINE void bml_refill(__global const uint4 *bits, __global const flo
 #endif
 
 /* The computed stream on a step: the tile of the step after next (st), the
- * step's tile and group, and the rows of the group that are the product's. */
+ * step's tile (tn, the next step's) and group, and the rows of the group
+ * that are the product's. */
 #define BML_CNEXT()                                                                                      \
   do {                                                                                                   \
     st = st + 1u == nt ? 0u : st + 1u;                                                                   \
-    cs++;                                                                                                \
-    if (ct + 1u < nt) {                                                                                  \
-      ct++;                                                                                              \
-    } else {                                                                                             \
-      ct = 0u, crow += jump;                                                                             \
+    cs++, ct = tn;                                                                                       \
+    if (tn == 0u) {                                                                                      \
+      crow += jump;                                                                                      \
       for (uint i = 0; i < rpt; i++) live[i] = crow + rr + i * lr < rows;                               \
     }                                                                                                    \
   } while (0)
@@ -670,7 +669,7 @@ static BML_INLINE void bml_lanes(__global const uint4 *bits, const uint bits_off
   const uint ns = ((groups - 1u - g0) / stride + 1u) * nt, jump = stride * gr; /* steps; rows a group on */
   /* work-item (l0, rr) loads its lanes' bits of its rows, and d0 of blocks 8t + l0 + u of its rows */
   uint4 wq[BML_LAHEAD][4];
-  float dq[BML_LAHEAD][4] = {{0.0f}}; /* a row that is not live keeps 0 */
+  float dq[BML_LAHEAD][4] = {{0.0f}}; /* a row past the product's is not loaded (nor its scale used) */
   const uint base_b = bits_off + l0 * rows + rr, base_d = d0_off + l0 * rows + rr;
   bml_fill f = {0u, g0 * gr, base_b + g0 * gr, base_d + g0 * gr}; /* the next refill: step 0 */
 #pragma unroll

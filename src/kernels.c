@@ -343,9 +343,7 @@ size_t bml__batch_plan(const bml__card *c, const bml__batch_item *items, size_t 
   size_t nruns = 0;
   for (size_t i = 0; i < nrec; i++) {
     if (scratch[i].starts) runs[nruns++] = (bml__batch_run){scratch[i].slab, i, 0, 0, scratch[i].kind};
-    bml__batch_run *run = &runs[nruns - 1];
-    run->groups += scratch[i].groups;
-    run->count++;
+    runs[nruns - 1].count++;
   }
   /* each launch's work-groups: a work-group per group of rows, or where
    * the launch's groups would be more than max_groups (the work-groups past
@@ -358,12 +356,13 @@ size_t bml__batch_plan(const bml__card *c, const bml__batch_item *items, size_t 
    * where the card's own scheduling of many work-groups evens them out. */
   for (size_t r = 0; r < nruns; r++) {
     bml__batch_run *run = &runs[r];
-    size_t k = 0, steps = 0, most = 0;
+    size_t k = 0, groups = 0, steps = 0, most = 0;
     for (size_t i = run->first; i < run->first + run->count; i++) {
-      steps += rec_steps(&scratch[i]);
-      if (rec_steps(&scratch[i]) > most) most = rec_steps(&scratch[i]);
+      const size_t st = rec_steps(&scratch[i]);
+      groups += scratch[i].groups, steps += st;
+      if (st > most) most = st;
     }
-    if (c->max_groups && run->groups > c->max_groups) {
+    if (c->max_groups && groups > c->max_groups) {
       for (k = (steps + c->max_groups - 1) / c->max_groups;; k += (k + 15) / 16) {
         size_t wgs = 0;
         for (size_t i = run->first; i < run->first + run->count; i++) wgs += rec_wgs(&scratch[i], k);
@@ -373,7 +372,6 @@ size_t bml__batch_plan(const bml__card *c, const bml__batch_item *items, size_t 
       for (size_t i = run->first; i < run->first + run->count; i++)
         if (rec_steps(&scratch[i]) < k) k = 0;
     }
-    run->groups = 0;
     for (size_t i = run->first; i < run->first + run->count; i++) {
       const size_t wgs = k ? rec_wgs(&scratch[i], k) : scratch[i].groups;
       scratch[i].d.first_group = (uint32_t)run->groups;
