@@ -2,6 +2,7 @@
 #include <criterion/criterion.h>
 
 #include <jansson.h>
+#include <math.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -535,7 +536,12 @@ Test(worker, a_failed_move_keeps_the_history_of_moves) {
  * card between products and sees it done, and the rest runs from then, as
  * long as the card's part took until then, so at the limit 0.5 it is over
  * before the CPU's part is.  It ran from the end of the CPU's part and as
- * long as the whole batch (a rest of about the batch's time). */
+ * long as the whole batch (a rest of about the batch's time).
+ * The card (PoCL's threads) must be seen done in the first half of the
+ * batch.  A machine busy enough to starve those threads that long leaves a
+ * rest of its own (CI's distcheck, its suites side by side, failed here), so
+ * the batch (50 ms here) is tried up to five times: the rule broken, every
+ * try rests about as long as the batch, and the test fails. */
 Test(worker, a_batch_whose_card_finished_first_rests_from_when_it_was_seen_done) {
   /* the CPU's part on one thread: a software card has the other core */
   bml_pool_close(pool);
@@ -546,20 +552,28 @@ Test(worker, a_batch_whose_card_finished_first_rests_from_when_it_was_seen_done)
   static batch b;
   make_batch(&b, 64, 4096, 1, 4096, 61, "m");
   expect_batch(w, &b); /* the upload */
-  struct timespec pause = {0, 400 * 1000 * 1000};
-  nanosleep(&pause, NULL); /* any rest is over */
-  json_t *j = status(w);
-  const long long before = field(j, "products_on_card");
-  json_decref(j);
-  const double t0 = bml__now();
-  expect_batch(w, &b);
-  const double took = bml__now() - t0, rest = bml__worker_limiter(w)->rest_until - bml__now();
-  j = status(w);
-  cr_assert_eq(field(j, "products_on_card") - before, 64, "the card took part in %lld of the 64 products",
-               field(j, "products_on_card") - before);
-  json_decref(j);
-  cr_expect_leq(rest, 0.0, "the card rests %.1f ms more after a batch of %.1f ms whose card part was 2 %% of it",
-                rest * 1e3, took * 1e3);
+  enum { TRIES = 5 };
+  double rests[TRIES], took[TRIES];
+  int tries = 0;
+  do {
+    struct timespec pause = {0, 400 * 1000 * 1000};
+    nanosleep(&pause, NULL); /* any rest is over */
+    json_t *j = status(w);
+    const long long before = field(j, "products_on_card");
+    json_decref(j);
+    const double t0 = bml__now();
+    expect_batch(w, &b);
+    took[tries] = bml__now() - t0;
+    rests[tries] = bml__worker_limiter(w)->rest_until - bml__now();
+    j = status(w);
+    cr_assert_eq(field(j, "products_on_card") - before, 64, "the card took part in %lld of the 64 products",
+                 field(j, "products_on_card") - before);
+    json_decref(j);
+  } while (rests[tries++] > 0.0 && tries < TRIES);
+  cr_expect_leq(rests[tries - 1], 0.0,
+                "in %d tries the card rested on after the batch where its part was 2 %% of it (the last: %.1f ms "
+                "after %.1f ms, the first: %.1f after %.1f)",
+                tries, rests[tries - 1] * 1e3, took[tries - 1] * 1e3, rests[0] * 1e3, took[0] * 1e3);
   unmake_batch(&b);
   bml_worker_close(w);
 }
@@ -1534,17 +1548,23 @@ Test(worker, a_card_whose_batches_give_other_bits_on_several_queues_runs_on_one)
   bml_worker_close(w);
 }
 
+/* The card rests for the third batch: the second's card part at the limit
+ * 0.05 leaves a rest of 19 times it.  A layer of 2048 makes that rest a
+ * large part of a second on PoCL (at 256 it was a few ms, and CI's
+ * distcheck, its suites side by side, failed here), and a CPU that the hook makes
+ * infinitely fast never waits a rest out. */
 Test(worker, a_batch_survives_errors_resting_and_share_zero) {
   bml_worker *w = open_worker("0.5");
   layer l;
-  make_layer(&l, 256, 50);
-  bml__worker_hooks h = {.fail_enqueues = 1, .kernel = BML_KERNEL_MAT_VEC_L};
+  make_layer(&l, 2048, 50);
+  bml__worker_hooks h = {.fail_enqueues = 1, .kernel = BML_KERNEL_MAT_VEC_L, .cpu_rate = HUGE_VAL};
   bml__worker_set_hooks(w, &h);
   cr_assert_eq(bml_worker_mat_vec_batch(w, l.p, 8), 0); /* the error: all on the CPU */
   expect_layer(&l);
   cr_assert_eq(bml_worker_set_limit(w, 0.05), 0);
   cr_assert_eq(bml_worker_mat_vec_batch(w, l.p, 8), 0); /* on the card */
   expect_layer(&l);
+  const double left = bml__worker_limiter(w)->rest_until - bml__now();
   cr_assert_eq(bml_worker_mat_vec_batch(w, l.p, 8), 0); /* the card rests */
   expect_layer(&l);
   cr_assert_eq(bml_worker_set_share(w, 0.0), 0);
@@ -1553,8 +1573,10 @@ Test(worker, a_batch_survives_errors_resting_and_share_zero) {
   json_t *j = status(w);
   cr_expect_eq(field(j, "products_on_cpu_error"), 8);
   cr_expect_eq(field(j, "products_on_card"), 8);
-  cr_expect_eq(field(j, "products_on_cpu_resting"), 8);
+  cr_expect_eq(field(j, "products_on_cpu_resting"), 8, "the third batch came %.1f ms before the rest's end",
+               left * 1e3);
   cr_expect_eq(field(j, "products_on_cpu_share"), 8);
+  cr_expect_eq(field(j, "rests_waited"), 0);
   json_decref(j);
   unmake_layer(&l);
   bml_worker_close(w);
