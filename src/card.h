@@ -282,6 +282,9 @@ typedef struct {
 #ifndef BML_GROUPS_PER_UNIT
 #define BML_GROUPS_PER_UNIT 2
 #endif
+/* A launch of more records than max_groups runs in waves; its
+ * work-groups take about as many steps as make this many (kernels.c). */
+#define BML_PLAN_WAVES 8
 /* The last launch of a batch is halved (by its weights' bytes), then its
  * second half, ..., while the half to come is this many bytes or more:
  * what the card computes after the last read starts is then small. */

@@ -353,22 +353,36 @@ size_t bml__batch_plan(const bml__card *c, const bml__batch_item *items, size_t 
    * work-group then computes about k tiles, whatever its record's width.  A
    * launch with a record of fewer than k steps keeps a work-group per group:
    * that record's work-groups would end early and the launch's be uneven,
-   * where the card's own scheduling of many work-groups evens them out. */
+   * where the card's own scheduling of many work-groups evens them out.
+   * A launch of more records than max_groups (a model's token on a card of
+   * few compute units, or on PoCL's 4) cannot keep within it, a work-group
+   * a record at least: it runs in waves whatever is planned.  Its
+   * work-groups take k steps each (a record's last one fewer), k the
+   * launch's steps over BML_PLAN_WAVES times max_groups, or the fewest steps
+   * of a record where that is less: the waves are then many enough for the
+   * card's scheduling to even them out, and each work-group still starts
+   * once for several groups (a work-group per group, as such a launch had,
+   * left PoCL's bonsai-1.7b token 30 % slower than the kernel before the
+   * stream: doc/PERFORMANCE.md). */
   for (size_t r = 0; r < nruns; r++) {
     bml__batch_run *run = &runs[r];
-    size_t k = 0, groups = 0, steps = 0, most = 0;
+    size_t k = 0, groups = 0, steps = 0, most = 0, least = SIZE_MAX;
     for (size_t i = run->first; i < run->first + run->count; i++) {
       const size_t st = rec_steps(&scratch[i]);
       groups += scratch[i].groups, steps += st;
       if (st > most) most = st;
+      if (st < least) least = st;
     }
-    if (c->max_groups && groups > c->max_groups) {
+    if (c->max_groups && groups > c->max_groups && run->count > c->max_groups) {
+      const size_t waves = (steps + BML_PLAN_WAVES * c->max_groups - 1) / (BML_PLAN_WAVES * c->max_groups);
+      k = waves < least ? waves : least;
+    } else if (c->max_groups && groups > c->max_groups) {
       for (k = (steps + c->max_groups - 1) / c->max_groups;; k += (k + 15) / 16) {
         size_t wgs = 0;
         for (size_t i = run->first; i < run->first + run->count; i++) wgs += rec_wgs(&scratch[i], k);
-        if (wgs <= c->max_groups || wgs <= run->count) break; /* (a work-group a record at least) */
+        if (wgs <= c->max_groups) break; /* (at the latest at k = most: a work-group a record) */
       }
-      if (k > most) k = most; /* (a work-group a record: the biggest's steps) */
+      if (k > most) k = most;
       for (size_t i = run->first; i < run->first + run->count; i++)
         if (rec_steps(&scratch[i]) < k) k = 0;
     }

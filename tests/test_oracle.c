@@ -1010,8 +1010,9 @@ Test(oracle, a_batch_plan_is_a_launch_per_slab_and_kernel_cut_every_run_bytes) {
 /* Plans items on plan_card with max_groups cap and checks each launch's
  * numbering: records' work-groups from 0 in order, each at least one and
  * at most its groups, and within the cap wherever a record has fewer
- * work-groups than groups.  Returns the one launch's records' work-groups
- * in wgs. */
+ * work-groups than groups; past it (more records than the cap) no
+ * work-group takes more groups than cover the fewest steps of a record.
+ * Returns the one launch's records' work-groups in wgs. */
 static void plan_capped(const bml__batch_item *items, size_t n, size_t cap, size_t *wgs) {
   bml__card card = plan_card;
   card.max_groups = cap;
@@ -1021,8 +1022,12 @@ static void plan_capped(const bml__batch_item *items, size_t n, size_t cap, size
   cr_assert(n <= 8);
   const size_t nruns = bml__batch_plan(&card, items, n, scratch, desc, runs);
   cr_assert_eq(nruns, 1, "cap %zu: %zu launches", cap, nruns);
-  size_t first = 0;
+  size_t first = 0, least = SIZE_MAX;
   bool fewer = false;
+  for (size_t i = 0; i < n; i++) {
+    const size_t st = bml__card_groups(&card, BML_BATCHED_LR, desc[i].rows) * ((desc[i].nb + 7u) / 8u);
+    if (st < least) least = st;
+  }
   for (size_t i = 0; i < n; i++) {
     const size_t g = bml__card_groups(&card, BML_BATCHED_LR, desc[i].rows);
     cr_expect_eq(desc[i].first_group, first, "cap %zu, record %zu", cap, i);
@@ -1031,16 +1036,22 @@ static void plan_capped(const bml__batch_item *items, size_t n, size_t cap, size
     fewer |= desc[i].wgs < g;
     wgs[i] = desc[i].wgs;
     first += desc[i].wgs;
+    const size_t tiles = (desc[i].nb + 7u) / 8u, taken = (g + desc[i].wgs - 1) / desc[i].wgs;
+    if (n > cap && cap)
+      cr_expect(taken == 1 || taken * tiles < least + tiles, "cap %zu, record %zu: a work-group takes %zu groups of %zu tiles, past %zu steps",
+                cap, i, taken, tiles, least);
   }
   cr_expect_eq(runs[0].groups, first, "cap %zu: the launch's work-groups", cap);
-  cr_expect(!fewer || runs[0].groups <= (cap > n ? cap : n), "cap %zu: %zu work-groups", cap, runs[0].groups);
+  cr_expect(!fewer || n > cap || runs[0].groups <= cap, "cap %zu: %zu work-groups", cap, runs[0].groups);
 }
 
 /* A launch of more groups of rows than the card's max_groups gives its
  * records fewer work-groups, each taking about as many tiles (the
  * kernel's work-group w of a record of W takes its groups w, w + W, ...:
  * every group once, by bml_lanes); one of fewer, or with a record too
- * small to share that way, a work-group per group. */
+ * small to share that way, a work-group per group.  A launch of more
+ * records than max_groups runs in waves: its work-groups take the steps of
+ * BML_PLAN_WAVES waves, or the fewest steps of a record where fewer. */
 Test(oracle, a_launch_past_max_groups_gives_its_records_fewer_work_groups_each_taking_several_groups) {
   /* 8192 x 4096: 64 groups of 128 rows, 4 tiles each (256 steps); 1000 x
    * 256: 8 groups of one tile (8 steps); 16 MB in all, one launch */
@@ -1050,8 +1061,11 @@ Test(oracle, a_launch_past_max_groups_gives_its_records_fewer_work_groups_each_t
                                     {&big, BML_BATCHED_LR, 200, 0}, {&small, BML_BATCHED_LR, 300, 0}};
   size_t wgs[4];
   /* three big records, 192 groups: 16 work-groups each (4 groups, 16
-   * steps, a work-group) within 50 and 48; one each within 3 and 1 */
-  static const size_t caps[] = {48, 50, 3, 1}, want[] = {16, 16, 1, 1};
+   * steps, a work-group) within 50 and 48; one each within 3; within 1,
+   * waves: 768 steps over 8 x 1 are 96, 3 work-groups each (of 22 groups,
+   * 88 steps) */
+  cr_assert_eq(BML_PLAN_WAVES, 8, "the expected counts assume 8 waves");
+  static const size_t caps[] = {48, 50, 3, 1}, want[] = {16, 16, 1, 3};
   for (size_t t = 0; t < BML_ARRAY_SIZE(caps); t++) {
     plan_capped(items, 3, caps[t], wgs);
     for (size_t i = 0; i < 3; i++) cr_expect_eq(wgs[i], want[t], "cap %zu, record %zu: %zu", caps[t], i, wgs[i]);
@@ -1066,12 +1080,25 @@ Test(oracle, a_launch_past_max_groups_gives_its_records_fewer_work_groups_each_t
   }
   /* with the small record (8 steps, fewer than a work-group would take): a
    * work-group per group */
-  static const size_t small_caps[] = {50, 7, 1};
+  static const size_t small_caps[] = {50, 7, 4};
   for (size_t t = 0; t < BML_ARRAY_SIZE(small_caps); t++) {
     plan_capped(items, 4, small_caps[t], wgs);
     for (size_t i = 0; i < 4; i++)
       cr_expect_eq(wgs[i], i < 3 ? 64 : 8, "cap %zu, record %zu: %zu", small_caps[t], i, wgs[i]);
   }
+  /* four records within 3 and 1: waves of the small record's 8 steps (776
+   * over 8 x 3 or 8 x 1 are more), 32 work-groups of 2 groups for each big
+   * one, one for the small one's 8 groups */
+  static const size_t wave_caps[] = {3, 1};
+  for (size_t t = 0; t < BML_ARRAY_SIZE(wave_caps); t++) {
+    plan_capped(items, 4, wave_caps[t], wgs);
+    for (size_t i = 0; i < 4; i++)
+      cr_expect_eq(wgs[i], i < 3 ? 32 : 1, "cap %zu, record %zu: %zu", wave_caps[t], i, wgs[i]);
+  }
+  /* the three big records within 2: 768 steps over 8 x 2 are 48, fewer
+   * than a record's 256: 6 work-groups each (of 11 groups, 44 steps) */
+  plan_capped(items, 3, 2, wgs);
+  for (size_t i = 0; i < 3; i++) cr_expect_eq(wgs[i], 6, "cap 2, record %zu: %zu", i, wgs[i]);
 }
 
 /* Plans n items of the matrices ms[i] (all BML_BATCHED_L, in one slab)
