@@ -80,11 +80,11 @@ static void setup(void) {
 static void teardown(void) { bml__oracle_set_hooks(NULL); }
 
 /* The timeout catches a hang (a queue never drained), not slowness: on
- * the GPU machine the probe's test verifies the card twice, NVIDIA's
- * compiler building the emulated fma's kernels each time, 24 s on a quiet
- * host and past 120 s in a make check -j12 whose every suite ran three to
- * six times its usual time (2026-12-02).  The oracle's suite, which builds
- * as much, has 600. */
+ * the GPU machine the probe's test opens and verifies the card twice
+ * through NVIDIA's compiler, 24 s in the seventeenth session's make check
+ * and past 120 s in one (2026-12-02, -j12) whose every suite ran three to
+ * six times its usual time.  The oracle's suite, which builds as much, has
+ * 600. */
 TestSuite(faults, .init = setup, .fini = teardown, .timeout = 600);
 
 /* The first selected device, open as a card; a skip when there is none. */
