@@ -383,8 +383,7 @@ size_t bml__batch_plan(const bml__card *c, const bml__batch_item *items, size_t 
         if (wgs <= c->max_groups) break; /* (at the latest at k = most: a work-group a record) */
       }
       if (k > most) k = most;
-      for (size_t i = run->first; i < run->first + run->count; i++)
-        if (rec_steps(&scratch[i]) < k) k = 0;
+      if (least < k) k = 0; /* a record too small to share */
     }
     for (size_t i = run->first; i < run->first + run->count; i++) {
       const size_t wgs = k ? rec_wgs(&scratch[i], k) : scratch[i].groups;
