@@ -1554,8 +1554,8 @@ Test(worker, a_card_whose_batches_give_other_bits_on_several_queues_runs_on_one)
 }
 
 /* The card rests for the third batch: the second's card part at the limit
- * 0.05 leaves a rest of 19 times it.  A layer of 2048 makes that rest a
- * large part of a second on PoCL (at 256 it was a few ms, and CI's
+ * 0.05 leaves a rest of 19 times it.  A layer of 2048 makes that rest
+ * about a fifth of a second on PoCL (at 256 it was a few ms, and CI's
  * distcheck, its suites side by side, failed here), and a CPU that the hook makes
  * infinitely fast never waits a rest out. */
 Test(worker, a_batch_survives_errors_resting_and_share_zero) {
