@@ -32,8 +32,9 @@
  *                            d1*s is exact (an 11-bit half times |s| <= 512)
  *   -DBML_TEST_UNFUSED_OUTER=1  test only: the outer fma as a multiply and an add, which the
  *                            oracle must refuse
- *   -DBML_PRMT=1 -DBML_RING=1  NVIDIA's own compiler (chosen at open): the table kernels' lookups
- *                            by PTX's byte permute, their weights in a ring (below); the same bits
+ *   -DBML_PRMT=1 -DBML_RING=1 -DBML_D0HALF=1  NVIDIA's own compiler (chosen at open): the table
+ *                            kernels' lookups by PTX's byte permute, their weights in a ring, the
+ *                            staged scales of two-lane work-items as half2 (below); the same bits
  *   -DBML_LWORD_C=1          test only: the byte-permute lookups written in C, on any device
  *   -DBML_TEST_DOUBLE_ROUNDED_FMA=1  test only (needs cl_khr_fp64): the device's fma as a
  *                            double fma rounded to float, which rounds twice; the probe must
@@ -266,6 +267,9 @@ void q1_0_mat_vec8(__global const uint4 *restrict bits, __global const float *re
 #ifndef BML_RING
 #define BML_RING 0 /* 1: the weights' queue a ring, the tile loop unrolled by BML_LAHEAD (NVIDIA) */
 #endif
+#ifndef BML_D0HALF
+#define BML_D0HALF 0 /* 1: the staged scales d0 of two-lane work-items as half2 (NVIDIA) */
+#endif
 #ifndef BML_LHALVES
 #define BML_LHALVES 2 /* 2: the table double-buffered (32 KiB); 1: one buffer, two barriers a tile */
 #endif
@@ -483,7 +487,13 @@ static BML_INLINE void bml_lookups_rows(__local const float *tab, __local const 
     if (!full && !live[i]) continue;
     __local const float *dt = dtab + hf * 8u * gr + i * lr + rr;
     float dz[8];
-    if (lpt > 1u) {
+    if (BML_D0HALF && lpt == 2u) { /* blocks 2m and 2m + 1 of the row in word m (bml_stage_d0) */
+#pragma unroll
+      for (uint m = 0; m < 4u; m++) {
+        const float2 v = vload_half2(hf * 4u * gr + m * gr + i * lr + rr, (__local const half *)dtab);
+        dz[2u * m] = v.x, dz[2u * m + 1u] = v.y;
+      }
+    } else if (lpt > 1u) {
 #pragma unroll
       for (uint j = 0; j < 8u; j++) dz[j] = dt[j * gr];
     }
@@ -532,6 +542,28 @@ static BML_INLINE void bml_lookups(__local const float *tab, __local const float
   else bml_lookups_rows(tab, dtab, w, acc, live, hf, kb, l0, rr, lr, gr, rpt, lpt, false);
 }
 
+/* The scales d0 of the work-item's rows and lanes in a step (d: their
+ * slot of the queue) into half hn of dtab: [half][block][row] as floats;
+ * with -DBML_D0HALF=1 (NVIDIA's build) and two lanes a work-item,
+ * [half][block pair][row] as half2, a row's two blocks (those of the
+ * work-item's lanes) one word, so that a row's eight scales of a tile are
+ * four local reads, not eight.  A scale is a half converted exactly (the
+ * host's table), so it goes to a half and back unchanged (a NaN stays a
+ * NaN). */
+static BML_INLINE void bml_stage_d0(__local float *dtab, const uint hn, const float *d, const uint l0, const uint rr,
+                                    const uint lr, const uint gr, const uint rpt, const uint lpt) {
+#pragma unroll
+  for (uint i = 0; i < rpt; i++) {
+    if (BML_D0HALF && lpt == 2u) {
+      vstore_half2((float2)(d[2u * i], d[2u * i + 1u]), hn * 4u * gr + (l0 / 2u) * gr + i * lr + rr,
+                   (__local half *)dtab);
+    } else {
+#pragma unroll
+      for (uint u = 0; u < lpt; u++) dtab[hn * 8u * gr + (l0 + u) * gr + i * lr + rr] = d[i * lpt + u];
+    }
+  }
+}
+
 /* A work-group takes groups g0, g0 + stride, ... of a product, nt steps
  * each (one a tile), as one stream.  Where its refills stand: the next
  * refill is of tile t of the group whose first row is row, and ab and ad
@@ -568,9 +600,8 @@ static BML_INLINE void bml_refill(__global const uint4 *bits, __global const flo
 }
 
 /* The next step's table (tile tn), from the sources loaded a step ago,
- * into half hn, its scales (dq[slot]) into theirs, and the sources of the
- * step after it (tile st). */
-#define BML_LNEXT(hn, slot)                                                                              \
+ * into half hn, and the sources of the step after it (tile st). */
+#define BML_LNEXT(hn)                                                                                    \
   if (cs + 1u < ns) {                                                                                   \
     const uint kb_ = min(8u, nb - tn * 8u);                                                              \
     for (uint i = 0; i < units; i++)                                                                     \
@@ -578,10 +609,15 @@ static BML_INLINE void bml_refill(__global const uint4 *bits, __global const flo
         bml_lbuild(tab + (hn) * (BML_LHALVES - 1u) * BML_LTAB, lid + i * wg, &src[i], unit);             \
     if (cs + 2u < ns)                                                                                   \
       for (uint i = 0; i < units; i++) bml_lsrc_load(&src[i], lid + i * wg, st, nb, q, d1);              \
-    for (uint i = 0; i < rpt; i++)                                                                      \
-      for (uint u = 0; u < lpt; u++)                                                                     \
-        dtab[(hn) * 8u * gr + (l0 + u) * gr + i * lr + rr] = dq[slot][i * lpt + u];                      \
   }
+
+/* The next step's scales (dq[slot]) into their half hn, at the end of the
+ * step (its lookups and refill issued, before its barrier): they were
+ * loaded a step before, so their loads have had a step to arrive.  (Stored
+ * at the step's start, as they were until the nineteenth session, a
+ * work-item waited there for loads issued just before the barrier.) */
+#define BML_DNEXT(hn, slot)                                                                              \
+  if (cs + 1u < ns) bml_stage_d0(dtab, (hn), dq[slot], l0, rr, lr, gr, rpt, lpt)
 
 /* The step's end, behind its barrier: after a group's last tile its lanes
  * meet in jtab and are joined in the reference order. */
@@ -608,13 +644,13 @@ static BML_INLINE void bml_refill(__global const uint4 *bits, __global const flo
 /* The next step's table where it is built before the lookups (two
  * halves) or after them, behind a second barrier (one). */
 #if BML_LHALVES == 2
-#define BML_LNEXT_BEFORE(hn, slot) BML_LNEXT(hn, slot)
-#define BML_LNEXT_AFTER(hn, slot) (void)0
+#define BML_LNEXT_BEFORE(hn) BML_LNEXT(hn)
+#define BML_LNEXT_AFTER(hn) (void)0
 #else
-#define BML_LNEXT_BEFORE(hn, slot) (void)0
-#define BML_LNEXT_AFTER(hn, slot)                                                                        \
+#define BML_LNEXT_BEFORE(hn) (void)0
+#define BML_LNEXT_AFTER(hn)                                                                              \
   do {                                                                                                   \
-    BML_LNEXT(hn, slot);                                                                                 \
+    BML_LNEXT(hn);                                                                                       \
     barrier(CLK_LOCAL_MEM_FENCE);                                                                        \
   } while (0)
 #endif
@@ -639,11 +675,12 @@ static BML_INLINE void bml_refill(__global const uint4 *bits, __global const flo
   {                                                                                                      \
     const uint hf = BML_LAHEAD % 2 == 0 ? (ph) & 1u : cs & 1u, sn = (ph) + 1u == BML_LAHEAD ? 0u : (ph) + 1u; \
     const uint tn = ct + 1u == nt ? 0u : ct + 1u; /* the next step's tile */                             \
-    BML_LNEXT_BEFORE(hf ^ 1u, sn);                                                                       \
+    BML_LNEXT_BEFORE(hf ^ 1u);                                                                           \
     bml_lookups(tab, dtab, wq[ph], acc, live, hf, min(8u, nb - ct * 8u), l0, rr, lr, gr, rpt, lpt);      \
     bml_refill(bits, d0, wq[ph], dq[ph], &f, cs + BML_LAHEAD < ns, nt, jump, base_b, base_d, rows, rr, lr, rpt, lpt); \
+    BML_DNEXT(hf ^ 1u, sn);                                                                              \
     BML_LEND();                                                                                          \
-    BML_LNEXT_AFTER(hf ^ 1u, sn);                                                                        \
+    BML_LNEXT_AFTER(hf ^ 1u);                                                                            \
     BML_CNEXT();                                                                                         \
   }
 
@@ -686,10 +723,7 @@ static BML_INLINE void bml_lanes(__global const uint4 *bits, const uint bits_off
 #pragma unroll
     for (uint i = 0; i < units; i++) bml_lsrc_load(&src[i], lid + i * wg, nt > 1u ? 1u : 0u, nb, q, d1);
   }
-#pragma unroll
-  for (uint i = 0; i < rpt; i++)
-#pragma unroll
-    for (uint u = 0; u < lpt; u++) dtab[(l0 + u) * gr + i * lr + rr] = dq[0][i * lpt + u];
+  bml_stage_d0(dtab, 0u, dq[0], l0, rr, lr, gr, rpt, lpt);
   float acc[4];
 #pragma unroll
   for (uint i = 0; i < m; i++) acc[i] = 0.0f;
@@ -726,7 +760,7 @@ static BML_INLINE void bml_lanes(__global const uint4 *bits, const uint bits_off
     uint4 w[4];
 #pragma unroll
     for (uint i = 0; i < m; i++) w[i] = wq[0][i];
-    BML_LNEXT_BEFORE(hf ^ 1u, 1); /* before the queue moves: slot 1 is step cs + 1 */
+    BML_LNEXT_BEFORE(hf ^ 1u);
 #pragma unroll
     for (uint a = 0; a + 1u < BML_LAHEAD; a++)
 #pragma unroll
@@ -734,8 +768,9 @@ static BML_INLINE void bml_lanes(__global const uint4 *bits, const uint bits_off
     bml_refill(bits, d0, wq[BML_LAHEAD - 1], dq[BML_LAHEAD - 1], &f, cs + BML_LAHEAD < ns, nt, jump, base_b, base_d,
                rows, rr, lr, rpt, lpt);
     bml_lookups(tab, dtab, w, acc, live, hf, min(8u, nb - ct * 8u), l0, rr, lr, gr, rpt, lpt);
+    BML_DNEXT(hf ^ 1u, 0); /* the queue has moved: slot 0 is step cs + 1 */
     BML_LEND();
-    BML_LNEXT_AFTER(hf ^ 1u, 0); /* the queue has moved: slot 0 is step cs + 1 */
+    BML_LNEXT_AFTER(hf ^ 1u);
     BML_CNEXT();
   }
 #endif

@@ -39,7 +39,8 @@ int bml__card_open(const bml__cl_info *ci, bml__card **out, char *err, size_t er
   /* NVIDIA's driver compiles OpenCL C to PTX and takes PTX inline; another
    * implementation of an NVIDIA card (PoCL's CUDA device) may not.  The
    * ring of weights (-DBML_RING=1) was measured there only: it made PoCL
-   * slower, so other compilers keep the queue (cl/q1_0.cl). */
+   * slower, so other compilers keep the queue (cl/q1_0.cl); the scales
+   * staged as half2 (-DBML_D0HALF=1) were measured there only too. */
   c->nvidia_driver = ci->vendor_id == 0x10de && ci->platform_vendor && strstr(ci->platform_vendor, "NVIDIA");
   c->nvidia_build = c->nvidia_driver;
   bml__card_set_tunables(c, 32, 32, 4, 1);
@@ -142,7 +143,7 @@ static void build_options(const bml__card *c, bool emulate, const char *extra, c
            "-DBML_WG=%zu -DBML_LROWS=%zu -DBML_LRROWS=%zu -DBML_LRRPT=%zu -DBML_LRLPT=%zu -DBML_LHALVES=%d%s%s%s%s%s",
            wg8, c->lrows, c->lrrows, c->lrrpt, c->lrlpt, bml__card_table_halves2(c) ? 2 : 1,
            c->cr_divide_sqrt ? " -cl-fp32-correctly-rounded-divide-sqrt" : "", emulate ? " -DBML_EMULATE_FMA=1" : "",
-           c->nvidia_build ? " -DBML_PRMT=1 -DBML_RING=1" : "", extra && *extra ? " " : "", extra ? extra : "");
+           c->nvidia_build ? " -DBML_PRMT=1 -DBML_RING=1 -DBML_D0HALF=1" : "", extra && *extra ? " " : "", extra ? extra : "");
 }
 
 /* The build log, or "" when the driver gives none.  malloc'd. */
@@ -234,9 +235,9 @@ int bml__card_build(bml__card *c, bool emulate, const char *extra, bml__build *b
   }
   rc = clBuildProgram(b->program, 1, &c->dev, b->options, NULL, NULL);
   if (rc == CL_BUILD_PROGRAM_FAILURE && c->nvidia_build) {
-    /* the inline PTX was refused: the plain C formulation and the queue, the same bits */
+    /* the inline PTX was refused: the plain C formulation, the queue and float scales, the same bits */
     char *text = build_log(c, b->program);
-    bml__debug(BML_CAT_BUILD, "\"%s\": no build with -DBML_PRMT=1 -DBML_RING=1 (%s); building without", c->name,
+    bml__debug(BML_CAT_BUILD, "\"%s\": no build with -DBML_PRMT=1 -DBML_RING=1 -DBML_D0HALF=1 (%s); building without", c->name,
                text && *text ? text : "no log");
     free(text);
     c->nvidia_build = false;

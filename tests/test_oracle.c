@@ -337,12 +337,13 @@ static void expect_every_line_passed(const collected *c) {
   cr_expect(checked >= 4, "q1_0_mat_vec_lr checked on %zu shapes only", checked);
 }
 
-/* NVIDIA's build, its byte-permute lookups (BML_LWORD) written in C and
- * its ring of weights: the same bits as the reference on this card too. */
+/* NVIDIA's build, its byte-permute lookups (BML_LWORD) written in C, its
+ * ring of weights and its scales staged as half2: the same bits as the
+ * reference on this card too. */
 Test(oracle, nvidias_build_written_in_c_passes_every_check) {
   static collected c;
   int verified;
-  cr_expect_eq(verify_built_with("-DBML_LWORD_C=1 -DBML_RING=1", &c, &verified), 0);
+  cr_expect_eq(verify_built_with("-DBML_LWORD_C=1 -DBML_RING=1 -DBML_D0HALF=1", &c, &verified), 0);
   cr_expect_eq(verified, 1);
   expect_every_line_passed(&c);
 }
@@ -357,7 +358,7 @@ Test(oracle, the_lr_kernels_other_shapes_pass_every_check) {
   static const struct {
     size_t shape[3];
     const char *options;
-  } cases[] = {{{32, 3, 1}, NULL}, {{16, 4, 1}, NULL}, {{64, 2, 2}, NULL}, {{64, 2, 2}, "-DBML_LWORD_C=1 -DBML_RING=1"}};
+  } cases[] = {{{32, 3, 1}, NULL}, {{16, 4, 1}, NULL}, {{64, 2, 2}, NULL}, {{64, 2, 2}, "-DBML_LWORD_C=1 -DBML_RING=1 -DBML_D0HALF=1"}};
   size_t n, i, verified = 0;
   const size_t(*shapes)[3] = bml__tune_lr_candidates(&n);
   bml_devices *l = card_under_test(&i);
@@ -946,11 +947,13 @@ Test(oracle, the_byte_permute_build_is_nvidias_and_a_refusal_falls_back_to_plain
   char *log = NULL;
   cr_assert_eq(bml__card_build(c, false, NULL, &b, &log), 0, "%s", log ? log : "");
   if (nvidia) {
-    cr_expect(c->nvidia_build && strstr(b.options, "-DBML_PRMT=1 -DBML_RING=1") != NULL, "%s", b.options);
+    cr_expect(c->nvidia_build && strstr(b.options, "-DBML_PRMT=1 -DBML_RING=1 -DBML_D0HALF=1") != NULL, "%s",
+              b.options);
   } else {
     cr_expect(!c->nvidia_build, "the refused option is still chosen");
-    cr_expect(strstr(b.options, "BML_PRMT") == NULL && strstr(b.options, "BML_RING") == NULL, "built with %s",
-              b.options);
+    cr_expect(strstr(b.options, "BML_PRMT") == NULL && strstr(b.options, "BML_RING") == NULL &&
+                  strstr(b.options, "BML_D0HALF") == NULL,
+              "built with %s", b.options);
   }
   bml__build_release(&b);
   free(log);
