@@ -843,6 +843,35 @@ Test(cli, bench_card_and_split_on_pocl_are_exact) {
   json_decref(root);
 }
 
+/* The pipelined products cycle over distinct matrices, as many as make
+ * 512 MiB on the card (at most 32): 16384x8192's 20 MiB a matrix gives 26,
+ * 2048x2048's 32; a single product reads one. */
+Test(cli, bench_card_pipelines_distinct_matrices_up_to_512_mib) {
+  json_t *root = pocl_bench_json((const char *const[]){"bench", "--card", "--json", "--shape", "16384x8192", "--shape",
+                                                        "2048x2048", "--runs", "1", "--warmup", "0", "--threads", "2",
+                                                        NULL});
+  json_t *results = json_object_get(root, "results");
+  cr_assert(json_is_array(results));
+  int pipelined = 0;
+  for (size_t i = 0; i < json_array_size(results); i++) {
+    json_t *row = json_array_get(results, i);
+    const char *mode = string_of(row, "mode");
+    const json_int_t card = integer_of(row, "card_bytes"), got = integer_of(row, "matrices");
+    cr_expect(json_is_true(json_object_get(row, "exact")), "%s %s not exact", mode, string_of(row, "shape"));
+    if (strcmp(mode, "card") == 0) {
+      cr_expect_eq(got, 1, "a single product of %s reads %lld matrices", string_of(row, "shape"), (long long)got);
+      continue;
+    }
+    json_int_t want = ((json_int_t)512 * 1024 * 1024 + card - 1) / card;
+    if (want > 32) want = 32;
+    cr_expect_eq(got, want, "%s: %lld matrices for %lld card bytes each, not %lld", string_of(row, "shape"),
+                 (long long)got, (long long)card, (long long)want);
+    pipelined++;
+  }
+  cr_expect_eq(pipelined, 2, "card-pipelined rows: %d", pipelined);
+  json_decref(root);
+}
+
 /* The split alone names its card but does not spend seconds measuring a
  * read bandwidth that no split row is set against. */
 Test(cli, bench_split_alone_measures_no_card_bandwidth) {

@@ -20,10 +20,12 @@ static const struct bench_mode modes[] = {
     {"cpu", "the CPU thread pool (bml_pool_q1_0_mat_vec)", bench_cpu_run},
     {"card", "the verified card alone (the worker with share 1 and\n"
              "                   limit 1): one product and its wait (card), and 32 as\n"
-             "                   one batch (card-pipelined, per product)", bench_card_run},
+             "                   one batch (card-pipelined, per product) cycling over\n"
+             "                   distinct matrices, as many as make 512 MiB on the card\n"
+             "                   (at most 32)", bench_card_run},
     {"split", "the worker as an engine gets it: the learnt share on\n"
               "                   the card, the rest on the pool, the limiter on (split,\n"
-              "                   split-pipelined)", bench_split_run},
+              "                   split-pipelined: --card's products)", bench_split_run},
     {"clblast", bench_clblast_help, bench_clblast_run},
 };
 #define NMODES (sizeof modes / sizeof modes[0])

@@ -54,6 +54,7 @@ struct bench_row {
   const char *cache; /* "warm" or "flushed" */
   const char *label; /* shown instead of the shape (a model's name); NULL: the shape */
   size_t products;   /* products per run (a model's token); 0: one */
+  size_t matrices;   /* distinct matrices a run's products read (the card's and the split's shapes); 0: not said */
   uint64_t card_bytes; /* bytes the card reads per run (20 per 128 weights); 0: not a card row */
   double median_ms, min_ms;
   double gbps;           /* bytes read (below) / median time, in 1e9 bytes per second */

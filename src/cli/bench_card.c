@@ -10,6 +10,15 @@
 
 /* Products a pipelined measurement enqueues back to back before its wait. */
 #define PIPELINE 32
+/* The pipelined products cycle over as many distinct matrices as make this
+ * many bytes on the card (at most PIPELINE, at least one), as a model's
+ * products are distinct matrices: twice the worker's launch of 256 MiB
+ * (BML_RUN_BYTES), so that no launch holds one matrix twice and a
+ * matrix's next read comes a launch or more later.  With one matrix for
+ * all, the records of one launch ran at once over the same rows, and a
+ * card's L2 could serve part of what the GB/s counts as read (until the
+ * nineteenth session). */
+#define DISTINCT_BYTES ((uint64_t)512 << 20)
 
 int bench_worker_open(const struct bench_config *cfg, bool card_alone, bml_pool **pool, bml_worker **w,
                       struct bench_report *rep) {
@@ -64,34 +73,39 @@ void bench_note_device(struct bench_report *rep, bml_worker *w, bool card_alone)
 }
 
 /* One shape's operands: PIPELINE activations (so pipelined products do not
- * share one and are not fused into a group) and their results. */
+ * share one and are not fused into a group), nw distinct matrices (product
+ * i's is w[i % nw]) and their results. */
 struct card_product {
-  size_t rows, n;
-  bml_block_q1_0 *w;
+  size_t rows, n, nw;
+  bml_block_q1_0 *w[PIPELINE];
   bml_block_q8_0 *a[PIPELINE];
   float *want[PIPELINE], *got[PIPELINE];
   bml_product p[PIPELINE];
 };
 
 static void card_product_free(struct card_product *c) {
-  free(c->w);
-  for (int i = 0; i < PIPELINE; i++) free(c->a[i]), free(c->want[i]), free(c->got[i]);
+  for (int i = 0; i < PIPELINE; i++) free(c->w[i]), free(c->a[i]), free(c->want[i]), free(c->got[i]);
   memset(c, 0, sizeof *c);
 }
 
 static int card_product_init(struct card_product *c, const struct bench_shape *s) {
   memset(c, 0, sizeof *c);
   c->rows = s->rows, c->n = s->n;
-  c->w = malloc(s->rows * (s->n / BML_Q1_0_BLOCK) * sizeof *c->w);
-  int rc = c->w ? 0 : BML_ENOMEM;
-  for (int i = 0; rc == 0 && i < PIPELINE; i++) {
+  const uint64_t card = bench_card_bytes(s->rows, s->n);
+  c->nw = card ? (size_t)((DISTINCT_BYTES + card - 1) / card) : 1;
+  if (c->nw > PIPELINE) c->nw = PIPELINE;
+  if (c->nw < 1) c->nw = 1;
+  int rc = 0;
+  for (size_t i = 0; rc == 0 && i < PIPELINE; i++) {
+    if (i < c->nw) c->w[i] = malloc(s->rows * (s->n / BML_Q1_0_BLOCK) * sizeof *c->w[i]);
     c->a[i] = malloc(s->n / BML_Q8_0_BLOCK * sizeof *c->a[i]);
     c->want[i] = malloc(s->rows * sizeof(float));
     c->got[i] = malloc(s->rows * sizeof(float));
-    rc = c->a[i] && c->want[i] && c->got[i] ? 0 : BML_ENOMEM;
-    if (rc == 0) rc = bench_random_operands_seeded(s->rows, s->n, (uint64_t)i, i == 0 ? c->w : NULL, c->a[i]);
-    if (rc == 0) rc = bml_q1_0_mat_vec(c->w, s->rows, s->n, c->a[i], c->want[i]);
-    c->p[i] = (bml_product){"bench", c->w, s->rows, s->n, c->a[i], c->got[i]};
+    rc = c->w[i % c->nw] && c->a[i] && c->want[i] && c->got[i] ? 0 : BML_ENOMEM;
+    if (rc == 0)
+      rc = bench_random_operands_seeded(s->rows, s->n, (uint64_t)i, i < c->nw ? c->w[i] : NULL, c->a[i]);
+    if (rc == 0) rc = bml_q1_0_mat_vec(c->w[i % c->nw], s->rows, s->n, c->a[i], c->want[i]);
+    c->p[i] = (bml_product){"bench", c->w[i % c->nw], s->rows, s->n, c->a[i], c->got[i]};
   }
   if (rc != 0) {
     fprintf(stderr, "bankml-cl bench: %zux%zu: %s\n", s->rows, s->n, bml_strerror(rc));
@@ -176,11 +190,11 @@ static int measure(const struct bench_config *cfg, bml_worker *w, struct card_pr
   struct bench_row row = {.mode = mode, .rows = c->rows, .n = c->n, .threads = threads, .cache = "warm",
                           .weight_bytes = c->rows * (c->n / BML_Q1_0_BLOCK) * sizeof(bml_block_q1_0),
                           .card_bytes = threads == 0 ? bench_card_bytes(c->rows, c->n) : 0, /* the card alone */
-                          .exact = exact};
+                          .matrices = count == 1 ? 1 : c->nw, .exact = exact};
   if (rc == 0) {
     bench_summarize(ms, cfg->runs, &row);
-    bench_progress(cfg, "%s %zux%zu: median %.4f ms per product, %s", mode, c->rows, c->n, row.median_ms,
-                   exact ? "exact" : "NOT EXACT");
+    bench_progress(cfg, "%s %zux%zu: median %.4f ms per product (%zu matri%s), %s", mode, c->rows, c->n,
+                   row.median_ms, row.matrices, row.matrices == 1 ? "x" : "ces", exact ? "exact" : "NOT EXACT");
     rc = bench_report_add(rep, &row);
   }
   free(ms);

@@ -209,6 +209,7 @@ static json_t *json_row(const struct bench_row *r) {
     json_object_set_new(row, "products_per_run", json_integer((json_int_t)r->products));
     json_object_set_new(row, "products_per_s", json_real(products_per_s(r)));
   }
+  if (row && r->matrices) json_object_set_new(row, "matrices", json_integer((json_int_t)r->matrices));
   if (row && r->card_bytes) {
     json_object_set_new(row, "card_bytes", json_integer((json_int_t)r->card_bytes));
     json_object_set_new(row, "card_gbps", json_real(card_gbps(r)));
