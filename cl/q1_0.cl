@@ -468,6 +468,15 @@ static inline uint bml_lc(uint par, uint k, uint l0) {
       for (uint j_ = 0; j_ < kb; j_++) BML_LBLOCK(ws_[j_], 0, j_, acc, dl);                             \
     }                                                                                                   \
   } while (0)
+/* Whether a work-item of lpt lanes stages its scales as half2 words
+ * (bml_stage_d0), and the word of blocks 2m and 2m + 1 of row i * lr + rr
+ * (of gr a work-group) in half h of dtab: the one layout its store and
+ * its reads share. */
+#define BML_D0_HALF2(lpt) (BML_D0HALF && (lpt) == 2u)
+static inline uint bml_d0_word(const uint h, const uint m, const uint i, const uint lr, const uint rr, const uint gr) {
+  return h * 4u * gr + m * gr + i * lr + rr;
+}
+
 /* A step's lookups for the work-item's rows and lanes (lanes l0 + u, u <
  * lpt; row slice rr of lr, rpt rows of gr a work-group), from their words
  * w[i * lpt + u], into acc[i * lpt + u]: the step's tile has kb blocks of
@@ -487,10 +496,10 @@ static BML_INLINE void bml_lookups_rows(__local const float *tab, __local const 
     if (!full && !live[i]) continue;
     __local const float *dt = dtab + hf * 8u * gr + i * lr + rr;
     float dz[8];
-    if (BML_D0HALF && lpt == 2u) { /* blocks 2m and 2m + 1 of the row in word m (bml_stage_d0) */
+    if (BML_D0_HALF2(lpt)) {
 #pragma unroll
       for (uint m = 0; m < 4u; m++) {
-        const float2 v = vload_half2(hf * 4u * gr + m * gr + i * lr + rr, (__local const half *)dtab);
+        const float2 v = vload_half2(bml_d0_word(hf, m, i, lr, rr, gr), (__local const half *)dtab);
         dz[2u * m] = v.x, dz[2u * m + 1u] = v.y;
       }
     } else if (lpt > 1u) {
@@ -554,9 +563,8 @@ static BML_INLINE void bml_stage_d0(__local float *dtab, const uint hn, const fl
                                     const uint lr, const uint gr, const uint rpt, const uint lpt) {
 #pragma unroll
   for (uint i = 0; i < rpt; i++) {
-    if (BML_D0HALF && lpt == 2u) {
-      vstore_half2((float2)(d[2u * i], d[2u * i + 1u]), hn * 4u * gr + (l0 / 2u) * gr + i * lr + rr,
-                   (__local half *)dtab);
+    if (BML_D0_HALF2(lpt)) {
+      vstore_half2((float2)(d[2u * i], d[2u * i + 1u]), bml_d0_word(hn, l0 / 2u, i, lr, rr, gr), (__local half *)dtab);
     } else {
 #pragma unroll
       for (uint u = 0; u < lpt; u++) dtab[hn * 8u * gr + (l0 + u) * gr + i * lr + rr] = d[i * lpt + u];

@@ -92,9 +92,8 @@ static int card_product_init(struct card_product *c, const struct bench_shape *s
   memset(c, 0, sizeof *c);
   c->rows = s->rows, c->n = s->n;
   const uint64_t card = bench_card_bytes(s->rows, s->n);
-  c->nw = card ? (size_t)((DISTINCT_BYTES + card - 1) / card) : 1;
+  c->nw = card ? (size_t)((DISTINCT_BYTES + card - 1) / card) : 1; /* at least one */
   if (c->nw > PIPELINE) c->nw = PIPELINE;
-  if (c->nw < 1) c->nw = 1;
   int rc = 0;
   for (size_t i = 0; rc == 0 && i < PIPELINE; i++) {
     if (i < c->nw) c->w[i] = malloc(s->rows * (s->n / BML_Q1_0_BLOCK) * sizeof *c->w[i]);
