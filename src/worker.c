@@ -1702,11 +1702,11 @@ static json_t *status_json(const bml_worker *w) {
   }
   if (w->share_fixed) on_card = (json_int_t)w->nshapes, tuning = 0, on_cpu = 0;
   return json_pack(
-      "{s:s, s:I, s:f, s:f, s:b, s:I, s:I, s:I, s:b, s:b, s:b, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:s, "
+      "{s:s, s:I, s:f, s:f, s:b, s:I, s:I, s:I, s:I, s:b, s:b, s:b, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:s, "
       "s:b, s:I, s:I, s:f, s:f, s:{s:I, s:f, s:f, s:f, s:f, s:f}}",
       "card", w->card->name, "device", (json_int_t)w->device, "limit", w->limiter.limit, "share", w->share,
       "share_fixed", w->share_fixed, "allocated_bytes", (json_int_t)w->limiter.allocated,
-      "matrix_bytes", (json_int_t)matrix_bytes(w),
+      "matrix_bytes", (json_int_t)matrix_bytes(w), "card_memory_bytes", (json_int_t)w->card->global_mem,
       "heap_bytes", (json_int_t)heap_bytes(w), "integrated", w->limiter.integrated, "busy", w->cur.active,
       "retired", w->retired, "products_on_card", (json_int_t)w->count.on_card, "products_on_cpu_resting",
       (json_int_t)w->count.on_cpu_resting, "products_on_cpu_memory", (json_int_t)w->count.on_cpu_memory,

@@ -222,6 +222,9 @@ Test(worker, release_frees_every_card_buffer_and_products_go_on) {
   expect_exact(w, &b, "b");
   json_t *j = status(w);
   cr_expect(field(j, "allocated_bytes") > 0);
+  /* the card's memory, which the held bytes are within */
+  cr_expect(field(j, "card_memory_bytes") >= field(j, "allocated_bytes"), "card_memory_bytes %lld, allocated %lld",
+            field(j, "card_memory_bytes"), field(j, "allocated_bytes"));
   json_decref(j);
   bml_worker_release(w);
   j = status(w);

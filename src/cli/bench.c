@@ -21,8 +21,9 @@ static const struct bench_mode modes[] = {
     {"card", "the verified card alone (the worker with share 1 and\n"
              "                   limit 1): one product and its wait (card), and 32 as\n"
              "                   one batch (card-pipelined, per product) cycling over\n"
-             "                   distinct matrices, as many as make 512 MiB on the card\n"
-             "                   (at most 32)", bench_card_run},
+             "                   a matrix each (32 distinct matrices, fewer where 32\n"
+             "                   would take more than a quarter of the card's memory)",
+     bench_card_run},
     {"split", "the worker as an engine gets it: the learnt share on\n"
               "                   the card, the rest on the pool, the limiter on (split,\n"
               "                   split-pipelined: --card's products)", bench_split_run},

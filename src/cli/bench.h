@@ -78,6 +78,7 @@ struct bench_report {
   const char *flush;    /* how caches were flushed: "clflush" or "stream" */
   int threads_available;
   double card_read_gbps; /* the card's read bandwidth, measured by the bench; 0: not measured */
+  uint64_t card_memory;  /* the card's global memory (the worker's status); 0: no card mode ran */
   long runs, warmup;
   time_t started;
   struct bench_row *rows;

@@ -10,15 +10,19 @@
 
 /* Products a pipelined measurement enqueues back to back before its wait. */
 #define PIPELINE 32
-/* The pipelined products cycle over as many distinct matrices as make this
- * many bytes on the card (at most PIPELINE, at least one), as a model's
- * products are distinct matrices: twice the worker's launch of 256 MiB
- * (BML_RUN_BYTES), so that no launch holds one matrix twice and a
- * matrix's next read comes a launch or more later.  With one matrix for
- * all, the records of one launch ran at once over the same rows, and a
- * card's L2 could serve part of what the GB/s counts as read (until the
- * nineteenth session). */
-#define DISTINCT_BYTES ((uint64_t)512 << 20)
+/* The pipelined products each read a matrix of their own (PIPELINE
+ * distinct matrices), as a model's products are distinct, where PIPELINE
+ * of them take at most a quarter of the card's memory; fewer where they
+ * would not (as many as that quarter holds, at least one).  Until the
+ * nineteenth session all read one matrix; in it, as many as made 512 MiB.
+ * Either way a launch could hold one matrix several times: the worker's
+ * launches take a slab's records in order, cut every 256 MiB
+ * (BML_RUN_BYTES), and a slab may hold one or two of the matrices (its
+ * first slabs are one matrix's size), so the records of one launch read
+ * the same rows at once and a card's L2 could serve part of what the GB/s
+ * counts as read.  Where the card's memory is not known, 512 MiB. */
+#define DISTINCT_SHARE 4                      /* a quarter of the card's memory */
+#define DISTINCT_UNKNOWN ((uint64_t)512 << 20) /* the card's memory not known */
 
 int bench_worker_open(const struct bench_config *cfg, bool card_alone, bml_pool **pool, bml_worker **w,
                       struct bench_report *rep) {
@@ -65,6 +69,8 @@ void bench_note_device(struct bench_report *rep, bml_worker *w, bool card_alone)
     json_t *j = json_loads(status, 0, NULL);
     const char *name = json_string_value(json_object_get(j, "card"));
     if (name) bench_set_device(rep, name);
+    const json_int_t mem = json_integer_value(json_object_get(j, "card_memory_bytes"));
+    if (mem > 0) rep->card_memory = (uint64_t)mem;
     json_decref(j);
     free(status);
   }
@@ -88,12 +94,13 @@ static void card_product_free(struct card_product *c) {
   memset(c, 0, sizeof *c);
 }
 
-static int card_product_init(struct card_product *c, const struct bench_shape *s) {
+static int card_product_init(struct card_product *c, const struct bench_shape *s, uint64_t card_memory) {
   memset(c, 0, sizeof *c);
   c->rows = s->rows, c->n = s->n;
   const uint64_t card = bench_card_bytes(s->rows, s->n);
-  c->nw = card ? (size_t)((DISTINCT_BYTES + card - 1) / card) : 1; /* at least one */
-  if (c->nw > PIPELINE) c->nw = PIPELINE;
+  const uint64_t room = card_memory ? card_memory / DISTINCT_SHARE : DISTINCT_UNKNOWN;
+  c->nw = card && room / card < PIPELINE ? (size_t)(room / card) : PIPELINE;
+  if (c->nw < 1) c->nw = 1;
   int rc = 0;
   for (size_t i = 0; rc == 0 && i < PIPELINE; i++) {
     if (i < c->nw) c->w[i] = malloc(s->rows * (s->n / BML_Q1_0_BLOCK) * sizeof *c->w[i]);
@@ -211,7 +218,7 @@ static int run_shapes(const struct bench_config *cfg, struct bench_report *rep, 
   int threads = card_alone ? 0 : bml_pool_threads(pool);
   for (size_t s = 0; rc == 0 && s < cfg->nshapes; s++) {
     struct card_product c;
-    rc = card_product_init(&c, &cfg->shapes[s]);
+    rc = card_product_init(&c, &cfg->shapes[s], rep->card_memory);
     if (rc == 0) rc = measure(cfg, w, &c, single, 1, threads, rep);
     if (rc == 0) rc = measure(cfg, w, &c, piped, PIPELINE, threads, rep);
     card_product_free(&c);
