@@ -20,8 +20,8 @@ static const struct bench_mode modes[] = {
     {"cpu", "the CPU thread pool (bml_pool_q1_0_mat_vec)", bench_cpu_run},
     {"card", "the verified card alone (the worker with share 1 and\n"
              "                   limit 1): one product and its wait (card), and 32 as\n"
-             "                   one batch (card-pipelined, per product) cycling over\n"
-             "                   a matrix each (32 distinct matrices, fewer where 32\n"
+             "                   one batch (card-pipelined, per product), each reading\n"
+             "                   a matrix of its own (fewer distinct matrices where 32\n"
              "                   would take more than a quarter of the card's memory)",
      bench_card_run},
     {"split", "the worker as an engine gets it: the learnt share on\n"

@@ -235,9 +235,9 @@ static json_t *json_report(const struct bench_report *rep) {
   json_t *memory = rep->card_memory > 0 ? json_integer((json_int_t)rep->card_memory) : json_null();
   return json_pack("{s:i, s:s, s:s, s:s, s:o, s:o, s:o, s:s, s:s, s:i, s:I, s:I, s:o}", "schema", 1,
                    "bankml_cl_version", bml_version_string(), "date", date, "mode", rep->modes,
-                   "device", device, "card_read_gbps", read, "card_memory_bytes", memory, "cpu_path", rep->cpu_path, "cache_flush",
-                   rep->flush, "threads_available", rep->threads_available, "runs", (json_int_t)rep->runs,
-                   "warmup", (json_int_t)rep->warmup, "results", results);
+                   "device", device, "card_read_gbps", read, "card_memory_bytes", memory, "cpu_path",
+                   rep->cpu_path, "cache_flush", rep->flush, "threads_available", rep->threads_available, "runs",
+                   (json_int_t)rep->runs, "warmup", (json_int_t)rep->warmup, "results", results);
 }
 
 int bench_render_json(const struct bench_report *rep, FILE *f) {
