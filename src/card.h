@@ -59,6 +59,12 @@ typedef struct {
   size_t nfree, free_cap;
 } bml__slab;
 
+/* NVIDIA's own compiler's build options (cl/q1_0.cl): the table kernels'
+ * lookups by PTX's byte permute, their weights in a ring, the staged scales
+ * of two-lane work-items as half2.  Each was measured on the H200
+ * (doc/PERFORMANCE.md); the bits are the same with or without them. */
+#define BML_NVIDIA_OPTIONS "-DBML_PRMT=1 -DBML_RING=1 -DBML_D0HALF=1"
+
 typedef struct bml__card {
   cl_context ctx;
   cl_command_queue queue;
@@ -70,7 +76,7 @@ typedef struct bml__card {
   size_t max_work_group;
   bool host_unified;
   bool cr_divide_sqrt; /* CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT advertised */
-  bool nvidia_build;   /* NVIDIA's own compiler: -DBML_PRMT=1 (PTX's prmt inline) -DBML_RING=1 */
+  bool nvidia_build;   /* NVIDIA's own compiler: BML_NVIDIA_OPTIONS */
   bool nvidia_driver;  /* NVIDIA's own driver (nvidia_build may be dropped, this stays) */
   size_t max_chunk_rows; /* test hook: rows per buffer chunk (0: by max_alloc only) */
   cl_ulong local_mem;

@@ -143,7 +143,7 @@ static void build_options(const bml__card *c, bool emulate, const char *extra, c
            "-DBML_WG=%zu -DBML_LROWS=%zu -DBML_LRROWS=%zu -DBML_LRRPT=%zu -DBML_LRLPT=%zu -DBML_LHALVES=%d%s%s%s%s%s",
            wg8, c->lrows, c->lrrows, c->lrrpt, c->lrlpt, bml__card_table_halves2(c) ? 2 : 1,
            c->cr_divide_sqrt ? " -cl-fp32-correctly-rounded-divide-sqrt" : "", emulate ? " -DBML_EMULATE_FMA=1" : "",
-           c->nvidia_build ? " -DBML_PRMT=1 -DBML_RING=1 -DBML_D0HALF=1" : "", extra && *extra ? " " : "", extra ? extra : "");
+           c->nvidia_build ? " " BML_NVIDIA_OPTIONS : "", extra && *extra ? " " : "", extra ? extra : "");
 }
 
 /* The build log, or "" when the driver gives none.  malloc'd. */
@@ -237,7 +237,7 @@ int bml__card_build(bml__card *c, bool emulate, const char *extra, bml__build *b
   if (rc == CL_BUILD_PROGRAM_FAILURE && c->nvidia_build) {
     /* the inline PTX was refused: the plain C formulation, the queue and float scales, the same bits */
     char *text = build_log(c, b->program);
-    bml__debug(BML_CAT_BUILD, "\"%s\": no build with -DBML_PRMT=1 -DBML_RING=1 -DBML_D0HALF=1 (%s); building without", c->name,
+    bml__debug(BML_CAT_BUILD, "\"%s\": no build with " BML_NVIDIA_OPTIONS " (%s); building without", c->name,
                text && *text ? text : "no log");
     free(text);
     c->nvidia_build = false;

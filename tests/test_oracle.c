@@ -947,7 +947,7 @@ Test(oracle, the_byte_permute_build_is_nvidias_and_a_refusal_falls_back_to_plain
   char *log = NULL;
   cr_assert_eq(bml__card_build(c, false, NULL, &b, &log), 0, "%s", log ? log : "");
   if (nvidia) {
-    cr_expect(c->nvidia_build && strstr(b.options, "-DBML_PRMT=1 -DBML_RING=1 -DBML_D0HALF=1") != NULL, "%s",
+    cr_expect(c->nvidia_build && strstr(b.options, BML_NVIDIA_OPTIONS) != NULL, "%s",
               b.options);
   } else {
     cr_expect(!c->nvidia_build, "the refused option is still chosen");
