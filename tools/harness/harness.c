@@ -1,0 +1,251 @@
+/* harness.c -- kernel experiments on a card, outside the library: cl/q1_0.cl's
+ * q1_0_mat_vec_lr (the shipped table kernel) and tools/harness/dp4a.cl's
+ * q1_0_dp on one matrix, every row compared bit for bit with the library's
+ * reference (bml__q1_0_dot_ref, DESIGN 1), timed as launches spread over
+ * in-order queues.  See README.md here for the build and the figures.
+ *   harness ROWS N SPEC...   SPEC: lr:GROUPS:OPTIONS or dp:GROUPS:OPTIONS
+ *                            (GROUPS 0: a work-group a group of rows)
+ * env: HARNESS_PLATFORM (a substring of the platform's name), HARNESS_ITERS
+ *      (200 launches a round, three rounds), HARNESS_QUEUES (4), HARNESS_MATS
+ *      (copies of the matrix the launches cycle over, 2), HARNESS_SRC (the
+ *      tree's top, .), HARNESS_DATA (random | layer | infinite: random with
+ *      infinite and NaN activation scales), HARNESS_VERBOSE (build logs)
+ */
+#define CL_TARGET_OPENCL_VERSION 120
+#include <CL/cl.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "bml.h"
+
+#define CK(x)                                                                    \
+  do {                                                                           \
+    cl_int e_ = (x);                                                             \
+    if (e_ != CL_SUCCESS) {                                                      \
+      fprintf(stderr, "%s:%d: %s: %d\n", __FILE__, __LINE__, #x, (int)e_);       \
+      exit(1);                                                                   \
+    }                                                                            \
+  } while (0)
+
+static char *slurp(const char *path) {
+  FILE *f = fopen(path, "rb");
+  if (!f) { perror(path); exit(1); }
+  fseek(f, 0, SEEK_END);
+  long len = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  char *s = malloc((size_t)len + 1);
+  if (fread(s, 1, (size_t)len, f) != (size_t)len) exit(1);
+  s[len] = 0;
+  fclose(f);
+  return s;
+}
+
+static double now(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return t.tv_sec + t.tv_nsec * 1e-9;
+}
+
+static uint32_t transpose_word(uint32_t x) {
+  uint32_t y = 0;
+  for (int g = 0; g < 8; g++)
+    for (int u = 0; u < 4; u++)
+      if (x >> (4 * g + u) & 1u) y |= 1u << (8 * u + g);
+  return y;
+}
+
+static int cmpd(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+int main(int argc, char **argv) {
+  if (argc < 4) { fprintf(stderr, "usage: harness ROWS N SPEC... (lr:GROUPS:OPTIONS or dp:GROUPS:OPTIONS)\n"); return 2; }
+  const size_t rows = strtoul(argv[1], 0, 10), n = strtoul(argv[2], 0, 10);
+  const size_t nb = n / 128, nt = (nb + 7) / 8;
+  const char *want = getenv("HARNESS_PLATFORM"), *top = getenv("HARNESS_SRC") ? getenv("HARNESS_SRC") : ".";
+  const int iters = getenv("HARNESS_ITERS") ? atoi(getenv("HARNESS_ITERS")) : 200;
+  const int nq = getenv("HARNESS_QUEUES") ? atoi(getenv("HARNESS_QUEUES")) : 4;
+  const int nmats = getenv("HARNESS_MATS") ? atoi(getenv("HARNESS_MATS")) : 2;
+  const char *data = getenv("HARNESS_DATA") ? getenv("HARNESS_DATA") : "random";
+  const bool layer = !strcmp(data, "layer"), infinite = !strcmp(data, "infinite");
+  if (!layer && !infinite && strcmp(data, "random")) { fprintf(stderr, "HARNESS_DATA: random, layer or infinite\n"); return 2; }
+  if (n == 0 || n % 128 || rows == 0) { fprintf(stderr, "ROWS > 0, N a multiple of 128\n"); return 2; }
+  if (nmats < 1 || nmats > 8 || nq < 1 || nq > 16) { fprintf(stderr, "HARNESS_MATS 1-8, HARNESS_QUEUES 1-16\n"); return 2; }
+
+  cl_platform_id plats[8];
+  cl_uint np = 0;
+  CK(clGetPlatformIDs(8, plats, &np));
+  cl_platform_id plat = 0;
+  for (cl_uint i = 0; i < np; i++) {
+    char name[256];
+    CK(clGetPlatformInfo(plats[i], CL_PLATFORM_NAME, sizeof name, name, 0));
+    if (!want || strstr(name, want)) { plat = plats[i]; printf("platform %s\n", name); break; }
+  }
+  if (!plat) { fprintf(stderr, "no platform %s\n", want ? want : ""); return 1; }
+  cl_device_id dev;
+  CK(clGetDeviceIDs(plat, CL_DEVICE_TYPE_ALL, 1, &dev, 0));
+  cl_int err;
+  cl_context ctx = clCreateContext(0, 1, &dev, 0, 0, &err);
+  CK(err);
+  cl_command_queue qs[16];
+  for (int i = 0; i < nq; i++) { qs[i] = clCreateCommandQueue(ctx, dev, 0, &err); CK(err); }
+
+  /* ggml's blocks from the library's generators, then the card's layouts:
+   * native (src/kernels.c) and transposed (dp4a.cl) */
+  uint64_t state = 0x9E3779B97F4A7C15ull;
+  bml_block_q1_0 *w = malloc(rows * nb * sizeof *w);
+  bml_block_q8_0 *a8 = malloc(n / 32 * sizeof *a8);
+  if (!w || !a8) return 1;
+  bml__gen_q1_0(&state, w, rows, n, layer);
+  if (bml__gen_q8_0(&state, a8, n, layer) != 0) return 1;
+  for (size_t i = 0; infinite && i < n / 32; i++) {
+    if (i % 37 == 5) a8[i].d = i % 3 ? 0x7C00 : 0xFC00;
+    else if (i % 101 == 7) a8[i].d = 0x7E00;
+  }
+  const size_t nwords = nt * 8 * rows * 4;
+  uint32_t *nat = calloc(nwords, 4), *tr = malloc(nwords * 4);
+  float *d0 = calloc(nt * 8 * rows, 4);
+  for (size_t r = 0; r < rows; r++)
+    for (size_t b = 0; b < nb; b++) {
+      const bml_block_q1_0 *x = &w[r * nb + b];
+      const size_t t = b / 8, j = b % 8;
+      d0[b * rows + r] = bml__half_to_float(x->d);
+      for (size_t l = 0; l < 8; l++) { /* lane l's nibble of sub-block k: weights 32k + 4l .. 32k + 4l + 3 */
+        uint32_t h = 0;
+        for (size_t k = 0; k < 4; k++) h |= (uint32_t)((x->qs[4 * k + l / 2] >> (4 * (l % 2))) & 15u) << (4 * k);
+        nat[((t * 8 + l) * rows + r) * 4 + j / 2] |= h << (16 * (j % 2));
+      }
+    }
+  for (size_t i = 0; i < nwords; i++) tr[i] = transpose_word(nat[i]);
+  const size_t actbytes = n + n / 32 * 4;
+  char *act = malloc(actbytes);
+  for (size_t i = 0; i < n / 32; i++) {
+    memcpy(act + 32 * i, a8[i].qs, 32);
+    const float d = bml__half_to_float(a8[i].d);
+    memcpy(act + n + 4 * i, &d, 4);
+  }
+  float *ref = malloc(rows * 4);
+#pragma omp parallel for schedule(static)
+  for (size_t r = 0; r < rows; r++) ref[r] = bml__q1_0_dot_ref(&w[r * nb], a8, nb);
+
+  cl_mem bn[8], bt[8], bd, ba, bo;
+  for (int m = 0; m < nmats; m++) {
+    bn[m] = clCreateBuffer(ctx, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, nwords * 4, nat, &err); CK(err);
+    bt[m] = clCreateBuffer(ctx, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, nwords * 4, tr, &err); CK(err);
+  }
+  bd = clCreateBuffer(ctx, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, nt * 8 * rows * 4, d0, &err); CK(err);
+  ba = clCreateBuffer(ctx, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, actbytes, act, &err); CK(err);
+  bo = clCreateBuffer(ctx, CL_MEM_READ_WRITE, rows * 4, 0, &err); CK(err);
+  float *got = malloc(rows * 4);
+  char path[1024];
+
+  for (int a = 3; a < argc; a++) {
+    char spec[1024];
+    snprintf(spec, sizeof spec, "%s", argv[a]);
+    char *c1 = strchr(spec, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : 0;
+    if (!c2) { fprintf(stderr, "bad spec %s\n", argv[a]); return 2; }
+    *c1 = *c2 = 0;
+    const int is_dp = !strcmp(spec, "dp");
+    size_t groups = strtoul(c1 + 1, 0, 10);
+    const char *opts = c2 + 1;
+    snprintf(path, sizeof path, "%s/%s", top, is_dp ? "tools/harness/dp4a.cl" : "cl/q1_0.cl");
+    char *src = slurp(path);
+    cl_program prog = clCreateProgramWithSource(ctx, 1, (const char **)&src, 0, &err);
+    CK(err);
+    err = clBuildProgram(prog, 1, &dev, opts, 0, 0);
+    {
+      size_t len;
+      clGetProgramBuildInfo(prog, dev, CL_PROGRAM_BUILD_LOG, 0, 0, &len);
+      char *log = malloc(len + 1);
+      clGetProgramBuildInfo(prog, dev, CL_PROGRAM_BUILD_LOG, len, log, 0);
+      log[len] = 0;
+      if (err != CL_SUCCESS || getenv("HARNESS_VERBOSE")) fprintf(stderr, "build log (%s):\n%s\n", argv[a], log);
+      free(log);
+    }
+    CK(err);
+    cl_kernel k = clCreateKernel(prog, is_dp ? "q1_0_dp" : "q1_0_mat_vec_lr", &err);
+    CK(err);
+    size_t cwg[3]; /* both kernels fix their work-group size */
+    CK(clGetKernelWorkGroupInfo(k, dev, CL_KERNEL_COMPILE_WORK_GROUP_SIZE, sizeof cwg, cwg, 0));
+    size_t wg = cwg[0];
+    size_t gr = 0;
+    if (is_dp) {
+      const char *r = strstr(opts, "-DDP_RPT=");
+      gr = 32 * (r ? strtoul(r + 9, 0, 10) : 4);
+    } else {
+      const char *r1 = strstr(opts, "-DBML_LRROWS="), *r2 = strstr(opts, "-DBML_LRRPT=");
+      if (!r1 || !r2) { fprintf(stderr, "%s: an lr spec names -DBML_LRROWS= and -DBML_LRRPT=\n", argv[a]); return 2; }
+      gr = strtoul(r1 + 13, 0, 10) * strtoul(r2 + 12, 0, 10);
+    }
+    const size_t need = (rows + gr - 1) / gr;
+    if (groups == 0 || groups > need) groups = need;
+    const cl_uint R = (cl_uint)rows, NB = (cl_uint)nb, z = 0;
+    cl_kernel ks[8];
+    for (int m = 0; m < nmats; m++) {
+      ks[m] = clCreateKernel(prog, is_dp ? "q1_0_dp" : "q1_0_mat_vec_lr", &err);
+      CK(err);
+      cl_mem mem = is_dp ? bt[m] : bn[m];
+      if (is_dp) {
+        CK(clSetKernelArg(ks[m], 0, sizeof mem, &mem));
+        CK(clSetKernelArg(ks[m], 1, sizeof bd, &bd));
+        CK(clSetKernelArg(ks[m], 2, sizeof ba, &ba));
+        CK(clSetKernelArg(ks[m], 3, 4, &R));
+        CK(clSetKernelArg(ks[m], 4, 4, &NB));
+        CK(clSetKernelArg(ks[m], 5, sizeof bo, &bo));
+      } else {
+        CK(clSetKernelArg(ks[m], 0, sizeof mem, &mem));
+        CK(clSetKernelArg(ks[m], 1, sizeof bd, &bd));
+        CK(clSetKernelArg(ks[m], 2, sizeof ba, &ba));
+        CK(clSetKernelArg(ks[m], 3, 4, &z));
+        CK(clSetKernelArg(ks[m], 4, 4, &R));
+        CK(clSetKernelArg(ks[m], 5, 4, &NB));
+        CK(clSetKernelArg(ks[m], 6, sizeof bo, &bo));
+        CK(clSetKernelArg(ks[m], 7, 4, &z));
+        CK(clSetKernelArg(ks[m], 8, 4, &z));
+        CK(clSetKernelArg(ks[m], 9, 4, &z));
+      }
+    }
+    const size_t gsz = groups * wg;
+    /* correctness: every matrix copy */
+    size_t bad = 0;
+    for (int m = 0; m < nmats; m++) {
+      memset(got, 0xAB, rows * 4);
+      CK(clEnqueueWriteBuffer(qs[0], bo, CL_TRUE, 0, rows * 4, got, 0, 0, 0));
+      CK(clEnqueueNDRangeKernel(qs[0], ks[m], 1, 0, &gsz, &wg, 0, 0, 0));
+      CK(clEnqueueReadBuffer(qs[0], bo, CL_TRUE, 0, rows * 4, got, 0, 0, 0));
+      for (size_t r = 0; r < rows; r++) {
+        uint32_t x, y;
+        memcpy(&x, &got[r], 4), memcpy(&y, &ref[r], 4);
+        if (x != y && !(isnan(got[r]) && isnan(ref[r]))) {
+          if (bad < 5) printf("  row %zu: %a (%08x) want %a (%08x)\n", r, got[r], x, ref[r], y);
+          bad++;
+        }
+      }
+    }
+    /* timing: 3 rounds of iters launches over the queues */
+    double t[3];
+    for (int round = 0; round < 3; round++) {
+      for (int i = 0; i < nq; i++) CK(clFinish(qs[i]));
+      const double t0 = now();
+      for (int i = 0; i < iters; i++) CK(clEnqueueNDRangeKernel(qs[i % nq], ks[i % nmats], 1, 0, &gsz, &wg, 0, 0, 0));
+      for (int i = 0; i < nq; i++) CK(clFinish(qs[i]));
+      t[round] = (now() - t0) / iters * 1e6;
+    }
+    qsort(t, 3, sizeof t[0], cmpd);
+    const double bytes = (double)rows * nb * 20;
+    printf("%-4s groups %zu wg %zu  %s\n  %zux%zu: %.2f us (min %.2f, max %.2f) %.0f GB/s  %s (%zu rows differ)\n",
+           spec, groups, wg, opts, rows, n, t[1], t[0], t[2], bytes / t[1] / 1e3, bad ? "NOT EXACT" : "bit-exact",
+           bad);
+    fflush(stdout);
+    for (int m = 0; m < nmats; m++) clReleaseKernel(ks[m]);
+    clReleaseKernel(k);
+    clReleaseProgram(prog);
+    free(src);
+  }
+  return 0;
+}
