@@ -845,16 +845,21 @@ Test(cli, bench_card_and_split_on_pocl_are_exact) {
 
 /* The pipelined products read a matrix each (32), or as many as a quarter
  * of the card's memory holds where 32 would not; a single product reads
- * one.  The report names the card's memory. */
+ * one.  The report names the card's memory.  PoCL is given 1 GiB
+ * (POCL_MEMORY_LIMIT), so that 32 of 16384x8192 (21 MB each on the card)
+ * would take more than its quarter and fewer are used, while 32 of
+ * 2048x2048 fit: both sides of the cap are taken. */
 Test(cli, bench_card_pipelines_a_matrix_each_within_a_quarter_of_the_card) {
+  setenv("POCL_MEMORY_LIMIT", "1", 1);
   json_t *root = pocl_bench_json((const char *const[]){"bench", "--card", "--json", "--shape", "16384x8192", "--shape",
                                                         "2048x2048", "--runs", "1", "--warmup", "0", "--threads", "2",
                                                         NULL});
+  unsetenv("POCL_MEMORY_LIMIT");
   json_t *results = json_object_get(root, "results");
   cr_assert(json_is_array(results));
   const json_int_t memory = json_integer_value(json_object_get(root, "card_memory_bytes"));
   cr_assert(memory > 0, "the report names no card memory");
-  int pipelined = 0;
+  int pipelined = 0, capped = 0;
   for (size_t i = 0; i < json_array_size(results); i++) {
     json_t *row = json_array_get(results, i);
     const char *mode = string_of(row, "mode");
@@ -870,8 +875,11 @@ Test(cli, bench_card_pipelines_a_matrix_each_within_a_quarter_of_the_card) {
     cr_expect_eq(got, want, "%s: %lld matrices for %lld card bytes each, not %lld", string_of(row, "shape"),
                  (long long)got, (long long)card, (long long)want);
     pipelined++;
+    capped += got < 32;
   }
   cr_expect_eq(pipelined, 2, "card-pipelined rows: %d", pipelined);
+  cr_expect_eq(capped, 1, "%d of the two shapes read fewer than 32 matrices (card memory %lld bytes)", capped,
+               (long long)memory);
   json_decref(root);
 }
 
