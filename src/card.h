@@ -185,6 +185,15 @@ typedef struct {
 /* Bytes rows x n weights take on the card: 20 per 128 weights. */
 size_t bml__card_matrix_bytes(size_t rows, size_t n);
 
+/* The lane-tile layout of cl/q1_0.cl for rows [row0, row0 + rows) of the
+ * parts (their rows concatenated, nb blocks each): lane l's four bits of
+ * sub-block k of block b (bits 4l..4l+3 of the block's word k) become bits
+ * 4k..4k+3 of half-word b % 8 of the uint4 of tile b / 8 and lane l;
+ * d0[b * rows + r] is the block's scale.  bits holds rows x ceil(nb / 8) x
+ * 8 uint4s, d0 as many floats per row as blocks of whole tiles; both are
+ * zeroed first: the padding of a last partial tile stays zero. */
+void bml__card_repack(const bml__rows_part *parts, size_t row0, size_t rows, size_t nb, uint32_t *bits, float *d0);
+
 /* Repacks the parts (their rows concatenated, all of n columns) and copies
  * them to the card's slabs (blocking); exact: new slabs of just what is
  * needed.  Returns 0 or an error; on error nothing is held. */

@@ -23,12 +23,8 @@ static const bml_block_q1_0 *part_row(const bml__rows_part *parts, size_t r, siz
   return parts->w + r * nb;
 }
 
-/* The lane-tile layout of cl/q1_0.cl for rows [row0, row0 + rows): lane l's
- * four bits of sub-block k of block b (bits 4l..4l+3 of the block's word k)
- * become bits 4k..4k+3 of half-word b % 8 of the uint4 of tile b / 8 and
- * lane l; d0[b * rows + r] is the block's scale.  The buffers are zeroed
- * first: the padding of a last partial tile stays zero. */
-static void repack(const bml__rows_part *parts, size_t row0, size_t rows, size_t nb, uint32_t *bits, float *d0) {
+/* (card.h) */
+void bml__card_repack(const bml__rows_part *parts, size_t row0, size_t rows, size_t nb, uint32_t *bits, float *d0) {
   const float *half = bml__half_table();
   const size_t pb = (nb + 7) / 8 * 8;
   memset(bits, 0, rows * pb * 16);
@@ -66,7 +62,7 @@ static int upload_unified(bml__card *c, const bml__rows_part *parts, size_t nb, 
                                                             0, NULL, NULL, &rc), rc));
   BML_CL_TRY(BML_CAT_WORKER, rc, (d0 = clEnqueueMapBuffer(c->queue, s->d0, CL_TRUE, map, ch->off * sizeof(float),
                                                           ch->rb * sizeof(float), 0, NULL, NULL, &rc), rc));
-  repack(parts, ch->row0, ch->rows, nb, bits, d0);
+  bml__card_repack(parts, ch->row0, ch->rows, nb, bits, d0);
 fail:;
   /* an unmap that fails leaves the slab mapped, which a launch may not
    * read (OpenCL leaves it undefined): the upload has failed */
@@ -87,7 +83,7 @@ static int upload_discrete(bml__card *c, const bml__rows_part *parts, size_t nb,
     rc = BML_ENOMEM;
     goto fail;
   }
-  repack(parts, ch->row0, ch->rows, nb, bits, d0);
+  bml__card_repack(parts, ch->row0, ch->rows, nb, bits, d0);
   BML_CL_TRY(BML_CAT_WORKER, rc,
              clEnqueueWriteBuffer(c->queue, s->bits, CL_FALSE, ch->off * 16, ch->rb * 16, bits, 0, NULL, NULL));
   BML_CL_TRY(BML_CAT_WORKER, rc, clEnqueueWriteBuffer(c->queue, s->d0, CL_FALSE, ch->off * sizeof(float),

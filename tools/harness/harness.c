@@ -13,7 +13,6 @@
  */
 #define CL_TARGET_OPENCL_VERSION 120
 #include <CL/cl.h>
-#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +20,8 @@
 #include <time.h>
 
 #include "bml.h"
+#include "card.h"
+#include "golden.h"
 
 #define CK(x)                                                                    \
   do {                                                                           \
@@ -96,7 +97,8 @@ int main(int argc, char **argv) {
   for (int i = 0; i < nq; i++) { qs[i] = clCreateCommandQueue(ctx, dev, 0, &err); CK(err); }
 
   /* ggml's blocks from the library's generators, then the card's layouts:
-   * native (src/kernels.c) and transposed (dp4a.cl) */
+   * the library's own (bml__card_repack, bml__card_act_repack) and its
+   * words transposed (dp4a.cl) */
   uint64_t state = 0x9E3779B97F4A7C15ull;
   bml_block_q1_0 *w = malloc(rows * nb * sizeof *w);
   bml_block_q8_0 *a8 = malloc(n / 32 * sizeof *a8);
@@ -108,27 +110,15 @@ int main(int argc, char **argv) {
     else if (i % 101 == 7) a8[i].d = 0x7E00;
   }
   const size_t nwords = nt * 8 * rows * 4;
-  uint32_t *nat = calloc(nwords, 4), *tr = malloc(nwords * 4);
-  float *d0 = calloc(nt * 8 * rows, 4);
-  for (size_t r = 0; r < rows; r++)
-    for (size_t b = 0; b < nb; b++) {
-      const bml_block_q1_0 *x = &w[r * nb + b];
-      const size_t t = b / 8, j = b % 8;
-      d0[b * rows + r] = bml__half_to_float(x->d);
-      for (size_t l = 0; l < 8; l++) { /* lane l's nibble of sub-block k: weights 32k + 4l .. 32k + 4l + 3 */
-        uint32_t h = 0;
-        for (size_t k = 0; k < 4; k++) h |= (uint32_t)((x->qs[4 * k + l / 2] >> (4 * (l % 2))) & 15u) << (4 * k);
-        nat[((t * 8 + l) * rows + r) * 4 + j / 2] |= h << (16 * (j % 2));
-      }
-    }
-  for (size_t i = 0; i < nwords; i++) tr[i] = transpose_word(nat[i]);
-  const size_t actbytes = n + n / 32 * 4;
+  uint32_t *nat = malloc(nwords * 4), *tr = malloc(nwords * 4);
+  float *d0 = malloc(nt * 8 * rows * 4);
+  const size_t actbytes = bml__card_act_bytes(n);
   char *act = malloc(actbytes);
-  for (size_t i = 0; i < n / 32; i++) {
-    memcpy(act + 32 * i, a8[i].qs, 32);
-    const float d = bml__half_to_float(a8[i].d);
-    memcpy(act + n + 4 * i, &d, 4);
-  }
+  if (!nat || !tr || !d0 || !act) return 1;
+  const bml__rows_part part = {w, rows};
+  bml__card_repack(&part, 0, rows, nb, nat, d0);
+  for (size_t i = 0; i < nwords; i++) tr[i] = transpose_word(nat[i]);
+  bml__card_act_repack(a8, n, act);
   float *ref = malloc(rows * 4);
 #pragma omp parallel for schedule(static)
   for (size_t r = 0; r < rows; r++) ref[r] = bml__q1_0_dot_ref(&w[r * nb], a8, nb);
@@ -168,11 +158,7 @@ int main(int argc, char **argv) {
       free(log);
     }
     CK(err);
-    cl_kernel k = clCreateKernel(prog, is_dp ? "q1_0_dp" : "q1_0_mat_vec_lr", &err);
-    CK(err);
-    size_t cwg[3]; /* both kernels fix their work-group size */
-    CK(clGetKernelWorkGroupInfo(k, dev, CL_KERNEL_COMPILE_WORK_GROUP_SIZE, sizeof cwg, cwg, 0));
-    size_t wg = cwg[0];
+    const char *kname = is_dp ? "q1_0_dp" : "q1_0_mat_vec_lr";
     size_t gr = 0;
     if (is_dp) {
       const char *r = strstr(opts, "-DDP_RPT=");
@@ -187,7 +173,7 @@ int main(int argc, char **argv) {
     const cl_uint R = (cl_uint)rows, NB = (cl_uint)nb, z = 0;
     cl_kernel ks[8];
     for (int m = 0; m < nmats; m++) {
-      ks[m] = clCreateKernel(prog, is_dp ? "q1_0_dp" : "q1_0_mat_vec_lr", &err);
+      ks[m] = clCreateKernel(prog, kname, &err);
       CK(err);
       cl_mem mem = is_dp ? bt[m] : bn[m];
       if (is_dp) {
@@ -210,6 +196,9 @@ int main(int argc, char **argv) {
         CK(clSetKernelArg(ks[m], 9, 4, &z));
       }
     }
+    size_t cwg[3]; /* both kernels fix their work-group size */
+    CK(clGetKernelWorkGroupInfo(ks[0], dev, CL_KERNEL_COMPILE_WORK_GROUP_SIZE, sizeof cwg, cwg, 0));
+    size_t wg = cwg[0];
     const size_t gsz = groups * wg;
     /* correctness: every matrix copy */
     size_t bad = 0;
@@ -219,9 +208,9 @@ int main(int argc, char **argv) {
       CK(clEnqueueNDRangeKernel(qs[0], ks[m], 1, 0, &gsz, &wg, 0, 0, 0));
       CK(clEnqueueReadBuffer(qs[0], bo, CL_TRUE, 0, rows * 4, got, 0, 0, 0));
       for (size_t r = 0; r < rows; r++) {
-        uint32_t x, y;
-        memcpy(&x, &got[r], 4), memcpy(&y, &ref[r], 4);
-        if (x != y && !(isnan(got[r]) && isnan(ref[r]))) {
+        if (!bml__same_bits(ref[r], got[r])) {
+          uint32_t x, y;
+          memcpy(&x, &got[r], 4), memcpy(&y, &ref[r], 4);
           if (bad < 5) printf("  row %zu: %a (%08x) want %a (%08x)\n", r, got[r], x, ref[r], y);
           bad++;
         }
@@ -243,7 +232,6 @@ int main(int argc, char **argv) {
            bad);
     fflush(stdout);
     for (int m = 0; m < nmats; m++) clReleaseKernel(ks[m]);
-    clReleaseKernel(k);
     clReleaseProgram(prog);
     free(src);
   }
