@@ -9,7 +9,9 @@
  *      (200 launches a round, three rounds), HARNESS_QUEUES (4), HARNESS_MATS
  *      (copies of the matrix the launches cycle over, 2), HARNESS_SRC (the
  *      tree's top, .), HARNESS_DATA (random | layer | infinite: random with
- *      infinite and NaN activation scales), HARNESS_VERBOSE (build logs)
+ *      infinite and NaN activation scales), HARNESS_VERBOSE (build logs),
+ *      HARNESS_DUMP (a folder: the first lr spec's program binary, on NVIDIA
+ *      its PTX, and the operands and reference, for ptxrun.c)
  */
 #define CL_TARGET_OPENCL_VERSION 120
 #include <CL/cl.h>
@@ -57,6 +59,36 @@ static uint32_t transpose_word(uint32_t x) {
     for (int u = 0; u < 4; u++)
       if (x >> (4 * g + u) & 1u) y |= 1u << (8 * u + g);
   return y;
+}
+
+static void write_file(const char *dir, const char *name, const void *p, size_t len) {
+  char path[1024];
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  FILE *f = fopen(path, "wb");
+  if (!f || fwrite(p, 1, len, f) != len || fclose(f) != 0) { perror(path); exit(1); }
+}
+
+/* The program's binary (NVIDIA's: PTX text) and the kernel's operands, for
+ * ptxrun.c, which runs the PTX through the CUDA driver (so that Nsight
+ * Compute, which does not profile OpenCL, can). */
+static void dump(const char *dir, cl_program prog, size_t rows, size_t nb, size_t groups, size_t wg,
+                 const void *bits, size_t bits_len, const void *d0, size_t d0_len, const void *act, size_t act_len,
+                 const float *ref) {
+  size_t len = 0;
+  CK(clGetProgramInfo(prog, CL_PROGRAM_BINARY_SIZES, sizeof len, &len, 0));
+  unsigned char *bin = malloc(len);
+  if (!bin) exit(1);
+  CK(clGetProgramInfo(prog, CL_PROGRAM_BINARIES, sizeof bin, &bin, 0));
+  write_file(dir, "program.bin", bin, len);
+  free(bin);
+  write_file(dir, "bits.bin", bits, bits_len);
+  write_file(dir, "d0.bin", d0, d0_len);
+  write_file(dir, "act.bin", act, act_len);
+  write_file(dir, "ref.bin", ref, rows * sizeof *ref);
+  char meta[256];
+  const int m = snprintf(meta, sizeof meta, "%zu %zu %zu %zu\n", rows, nb, groups, wg);
+  write_file(dir, "meta.txt", meta, (size_t)m);
+  printf("dumped the program (%zu bytes) and operands into %s\n", len, dir);
 }
 
 static int cmpd(const void *a, const void *b) {
@@ -199,6 +231,11 @@ int main(int argc, char **argv) {
     size_t cwg[3]; /* both kernels fix their work-group size */
     CK(clGetKernelWorkGroupInfo(ks[0], dev, CL_KERNEL_COMPILE_WORK_GROUP_SIZE, sizeof cwg, cwg, 0));
     size_t wg = cwg[0];
+    if (!is_dp && getenv("HARNESS_DUMP")) {
+      dump(getenv("HARNESS_DUMP"), prog, rows, nb, groups, wg, nat, nwords * 4, d0, nt * 8 * rows * 4, act, actbytes,
+           ref);
+      unsetenv("HARNESS_DUMP"); /* the first lr spec's only */
+    }
     const size_t gsz = groups * wg;
     /* correctness: every matrix copy */
     size_t bad = 0;
