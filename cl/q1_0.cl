@@ -476,6 +476,16 @@ static inline uint bml_lc(uint par, uint k, uint l0) {
 static inline uint bml_d0_word(const uint h, const uint m, const uint i, const uint lr, const uint rr, const uint gr) {
   return h * 4u * gr + m * gr + i * lr + rr;
 }
+/* The float of block j's scale of that row in half h, where the scales
+ * are staged as floats: [half][block][row], so block j + 1's is gr floats
+ * on (the reads step by it). */
+static inline uint bml_d0_float(const uint h, const uint j, const uint i, const uint lr, const uint rr, const uint gr) {
+  return h * 8u * gr + j * gr + i * lr + rr;
+}
+
+/* The tile after tile t of a row of nt tiles (a work-group's stream goes
+ * on to the next group's first). */
+static inline uint bml_next_tile(const uint t, const uint nt) { return t + 1u == nt ? 0u : t + 1u; }
 
 /* A step's lookups for the work-item's rows and lanes (lanes l0 + u, u <
  * lpt; row slice rr of lr, rpt rows of gr a work-group), from their words
@@ -494,7 +504,7 @@ static BML_INLINE void bml_lookups_rows(__local const float *tab, __local const 
 #pragma unroll
   for (uint i = 0; i < rpt; i++) {
     if (!full && !live[i]) continue;
-    __local const float *dt = dtab + hf * 8u * gr + i * lr + rr;
+    __local const float *dt = dtab + bml_d0_float(hf, 0u, i, lr, rr, gr);
     float dz[8];
     if (BML_D0_HALF2(lpt)) {
 #pragma unroll
@@ -567,7 +577,7 @@ static BML_INLINE void bml_stage_d0(__local float *dtab, const uint hn, const fl
       vstore_half2((float2)(d[2u * i], d[2u * i + 1u]), bml_d0_word(hn, l0 / 2u, i, lr, rr, gr), (__local half *)dtab);
     } else {
 #pragma unroll
-      for (uint u = 0; u < lpt; u++) dtab[hn * 8u * gr + (l0 + u) * gr + i * lr + rr] = d[i * lpt + u];
+      for (uint u = 0; u < lpt; u++) dtab[bml_d0_float(hn, l0 + u, i, lr, rr, gr)] = d[i * lpt + u];
     }
   }
 }
@@ -668,7 +678,7 @@ static BML_INLINE void bml_refill(__global const uint4 *bits, __global const flo
  * that are the product's. */
 #define BML_CNEXT()                                                                                      \
   do {                                                                                                   \
-    st = st + 1u == nt ? 0u : st + 1u;                                                                   \
+    st = bml_next_tile(st, nt);                                                                          \
     cs++, ct = tn;                                                                                       \
     if (tn == 0u) {                                                                                      \
       crow += jump;                                                                                      \
@@ -682,7 +692,7 @@ static BML_INLINE void bml_refill(__global const uint4 *bits, __global const flo
   if (cs >= ns) break;                                                                                   \
   {                                                                                                      \
     const uint hf = BML_LAHEAD % 2 == 0 ? (ph) & 1u : cs & 1u, sn = (ph) + 1u == BML_LAHEAD ? 0u : (ph) + 1u; \
-    const uint tn = ct + 1u == nt ? 0u : ct + 1u; /* the next step's tile */                             \
+    const uint tn = bml_next_tile(ct, nt); /* the next step's tile */                                    \
     BML_LNEXT_BEFORE(hf ^ 1u);                                                                           \
     bml_lookups(tab, dtab, wq[ph], acc, live, hf, min(8u, nb - ct * 8u), l0, rr, lr, gr, rpt, lpt);      \
     bml_refill(bits, d0, wq[ph], dq[ph], &f, cs + BML_LAHEAD < ns, nt, jump, base_b, base_d, rows, rr, lr, rpt, lpt); \
@@ -764,7 +774,7 @@ static BML_INLINE void bml_lanes(__global const uint4 *bits, const uint bits_off
    * copied out of slot 0 and the last slot loads BML_LAHEAD steps on,
    * before the lookups. */
   while (cs < ns) {
-    const uint hf = cs & 1u, tn = ct + 1u == nt ? 0u : ct + 1u;
+    const uint hf = cs & 1u, tn = bml_next_tile(ct, nt);
     uint4 w[4];
 #pragma unroll
     for (uint i = 0; i < m; i++) w[i] = wq[0][i];
