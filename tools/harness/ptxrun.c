@@ -5,7 +5,8 @@
  * It loads DIR/program.bin (PTX text; OpenCL's environment registers,
  * which the CUDA driver does not set, replaced: set_envregs), launches q1_0_mat_vec_lr on DIR's operands with the
  * harness's work-groups, compares every row bit for bit with DIR/ref.bin
- * (the library's reference), then times LAUNCHES launches (20) back to back
+ * (the library's reference; any NaN equals any NaN, as the library's
+ * compare, bml__same_bits, has it), then times LAUNCHES launches (20) back to back
  * by CUDA events.  libcuda is opened at run time, so no CUDA toolkit is
  * needed to build it.  Exit status 0 only when every row is exact. */
 #include <dlfcn.h>
@@ -98,10 +99,8 @@ static void *slurp(const char *dir, const char *name, size_t *len) {
     perror(path);
     exit(1);
   }
-  fseek(f, 0, SEEK_END);
-  const long n = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  char *p = malloc((size_t)n + 1);
+  const long n = fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
+  char *p = n >= 0 && fseek(f, 0, SEEK_SET) == 0 ? malloc((size_t)n + 1) : NULL;
   if (!p || fread(p, 1, (size_t)n, f) != (size_t)n) {
     fprintf(stderr, "ptxrun: cannot read %s\n", path);
     exit(1);
@@ -146,23 +145,46 @@ int main(int argc, char **argv) {
   }
   const char *dir = argv[1];
   const int launches = argc > 2 ? atoi(argv[2]) : 20;
+  if (launches < 1 || launches > 100000) {
+    fprintf(stderr, "ptxrun: LAUNCHES \"%s\": a whole number, 1 to 100000\n", argv[2]);
+    return 2;
+  }
   size_t len, bits_len, d0_len, act_len, ref_len;
   char *meta = slurp(dir, "meta.txt", &len);
   size_t rows, nb, groups, wg;
-  if (sscanf(meta, "%zu %zu %zu %zu", &rows, &nb, &groups, &wg) != 4 || launches < 1) {
-    fprintf(stderr, "ptxrun: %s/meta.txt: want rows nb groups wg\n", dir);
+  if (sscanf(meta, "%zu %zu %zu %zu", &rows, &nb, &groups, &wg) != 4 || rows == 0 || nb == 0 || groups == 0 ||
+      wg == 0) {
+    fprintf(stderr, "ptxrun: %s/meta.txt: want rows nb groups wg, each more than 0\n", dir);
     return 2;
   }
-  char *ptx = slurp(dir, "program.bin", &len);
+  char *text = slurp(dir, "program.bin", &len);
   const void *bits = slurp(dir, "bits.bin", &bits_len), *d0 = slurp(dir, "d0.bin", &d0_len);
   const void *act = slurp(dir, "act.bin", &act_len);
   const float *ref = slurp(dir, "ref.bin", &ref_len);
-  if (ref_len != rows * sizeof(float)) {
-    fprintf(stderr, "ptxrun: ref.bin holds %zu bytes, not %zu rows\n", ref_len, rows);
+  /* the sizes the harness writes (a dump of another shape, or half
+   * written, stops here rather than reading past a buffer) */
+  const size_t tiles = (nb + 7) / 8, n = nb * 128, act_want = (n + n / 32 * sizeof(float) + 63) / 64 * 64;
+  const struct {
+    const char *name;
+    size_t got, want;
+  } sizes[] = {{"bits.bin", bits_len, tiles * 8 * rows * 16},
+               {"d0.bin", d0_len, tiles * 8 * rows * sizeof(float)},
+               {"act.bin", act_len, act_want},
+               {"ref.bin", ref_len, rows * sizeof(float)}};
+  for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++)
+    if (sizes[i].got != sizes[i].want) {
+      fprintf(stderr, "ptxrun: %s/%s holds %zu bytes, not the %zu of meta.txt's %zu rows of %zu blocks\n", dir,
+              sizes[i].name, sizes[i].got, sizes[i].want, rows, nb);
+      return 2;
+    }
+  if (!strstr(text, ".version") || !strstr(text, ".entry q1_0_mat_vec_lr(")) {
+    fprintf(stderr, "ptxrun: %s/program.bin is not PTX with q1_0_mat_vec_lr (the harness ran on another platform "
+            "than NVIDIA's)\n", dir);
     return 2;
   }
   size_t envregs;
-  ptx = set_envregs(ptx, &envregs);
+  char *ptx = set_envregs(text, &envregs);
+  free(text);
   printf("ptxrun: %zu %%envreg reads replaced\n", envregs);
 
   load_driver();
