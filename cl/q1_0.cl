@@ -35,6 +35,8 @@
  *   -DBML_PRMT=1 -DBML_RING=1 -DBML_D0HALF=1  NVIDIA's own compiler (chosen at open): the table
  *                            kernels' lookups by PTX's byte permute, their weights in a ring, the
  *                            staged scales of two-lane work-items as half2 (below); the same bits
+ *   -DBML_TMA_SRC=1          with those, on compute capability 9.0 and later (chosen at open): the
+ *                            table's activation values copied into local memory by the TMA (below)
  *   -DBML_LWORD_C=1          test only: the byte-permute lookups written in C, on any device
  *   -DBML_TEST_DOUBLE_ROUNDED_FMA=1  test only (needs cl_khr_fp64): the device's fma as a
  *                            double fma rounded to float, which rounds twice; the probe must
@@ -310,6 +312,62 @@ static inline void bml_lsrc_load(bml_lsrc *x, uint u, uint tile, uint nb, __glob
     x->d = d1[sk];
   }
 }
+
+#ifndef BML_TMA_SRC
+#define BML_TMA_SRC 0
+#endif
+#if BML_TMA_SRC
+/* -DBML_TMA_SRC=1 (NVIDIA's build, compute capability 9.0 on): a step's table sources (its tile's
+ * quants and scales d1, 1152 bytes for a full tile) come into local memory by the TMA's bulk copy
+ * (PTX's cp.async.bulk, whose completion an mbarrier counts in bytes), not by each work-item's
+ * loads.  Those loads had waited behind the weights' loads: the counters of doc/PERFORMANCE.md
+ * (the twenty-third session).  ssh: two mbarriers, then two slots of quants (1024 bytes each),
+ * then two of scales (128 each); step k's sources are in slot k % 2.  Work-item 0 issues step
+ * k's copies after step k - 3's barrier (slot k % 2 held step k - 2's sources, which step k - 3's
+ * build read before it), and the work-group waits for them (phase (k / 2) % 2 of the slot's
+ * mbarrier) in step k - 1, just before the build that reads them.  A partial last tile copies its
+ * kb blocks only (kb * 144 bytes).  Local pointers are 32-bit offsets in the shared window on
+ * this driver, as the PTX instructions take them. */
+#define BML_SSH_WORDS (2 + (2 * 1024 + 2 * 128) / 8)
+#define BML_SH(p) ((uint)(size_t)(p))
+static inline void bml_tm_wait(uint bar, uint parity) {
+  uint ok = 0;
+  while (!ok)
+    asm volatile("{\n\t.reg .pred p;\n\tmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n\tselp.u32 %0, 1, 0, p;\n\t}"
+                 : "=r"(ok)
+                 : "r"(bar), "r"(parity)
+                 : "memory");
+}
+static inline void bml_tm_copy(uint dst, __global const void *src, uint bytes, uint bar) {
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(dst),
+               "l"((ulong)(size_t)src), "r"(bytes), "r"(bar)
+               : "memory");
+}
+static inline void bml_src_init(__local ulong *ssh) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(BML_SH(ssh)) : "memory");
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(BML_SH(ssh + 1)) : "memory");
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+}
+/* Step k's sources (tile k % nt) into slot k % 2: the fence orders the work-group's reads of the
+ * slot (behind the barrier just passed) before the TMA's writes. */
+static inline void bml_src_issue(__local ulong *ssh, uint k, uint nt, uint nb, __global const char4 *q,
+                                 __global const float *d1) {
+  const uint t = k % nt, kb = min(8u, nb - t * 8u), sl = k & 1u, bar = BML_SH(ssh + sl);
+  const uint base = BML_SH(ssh) + 16u;
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(kb * 144u) : "memory");
+  bml_tm_copy(base + sl * 1024u, q + t * 256u, kb * 128u, bar);
+  bml_tm_copy(base + 2048u + sl * 128u, d1 + t * 32u, kb * 16u, bar);
+}
+static inline void bml_src_take(bml_lsrc *x, __local const ulong *ssh, uint u, uint k) {
+  const uint sl = k & 1u, pair = u % 256u;
+  x->q = ((__local const uint *)(ssh + 2))[sl * 256u + pair];
+  x->d = ((__local const float *)(ssh + 2))[512u + sl * 32u + pair / 8u];
+}
+#define BML_SRC_WAIT(k) bml_tm_wait(BML_SH(ssh + ((k) & 1u)), ((k) >> 1) & 1u)
+#else
+#define BML_SSH_WORDS 1 /* (unused) */
+#endif
 
 /* The quant (0 to 3) of the lowest bit set in pattern i (1 to 15): what
  * pattern i adds to pattern i & (i - 1). */
@@ -622,12 +680,24 @@ static BML_INLINE void bml_refill(__global const uint4 *bits, __global const flo
 #define BML_LNEXT(hn)                                                                                    \
   if (cs + 1u < ns) {                                                                                   \
     const uint kb_ = min(8u, nb - tn * 8u);                                                              \
+    BML_SRC_TAKE(cs + 1u);                                                                               \
     for (uint i = 0; i < units; i++)                                                                     \
       if ((lid + i * wg) % 256u / 32u < kb_)                                                             \
         bml_lbuild(tab + (hn) * (BML_LHALVES - 1u) * BML_LTAB, lid + i * wg, &src[i], unit);             \
-    if (cs + 2u < ns)                                                                                   \
+    if (!BML_TMA_SRC && cs + 2u < ns)                                                                   \
       for (uint i = 0; i < units; i++) bml_lsrc_load(&src[i], lid + i * wg, st, nb, q, d1);              \
   }
+#if BML_TMA_SRC
+#define BML_SRC_TAKE(k)                                                                                  \
+  do {                                                                                                   \
+    BML_SRC_WAIT(k);                                                                                     \
+    for (uint i = 0; i < units; i++) bml_src_take(&src[i], ssh, lid + i * wg, (k));                      \
+  } while (0)
+#define BML_SRC_NEXT() if (lid == 0u && cs + 3u < ns) bml_src_issue(ssh, cs + 3u, nt, nb, q, d1)
+#else
+#define BML_SRC_TAKE(k) (void)0
+#define BML_SRC_NEXT() (void)0
+#endif
 
 /* The next step's scales (dq[slot]) into their half hn, at the end of the
  * step (its lookups and refill issued, before its barrier): they were
@@ -699,6 +769,7 @@ static BML_INLINE void bml_refill(__global const uint4 *bits, __global const flo
     BML_DNEXT(hf ^ 1u, sn);                                                                              \
     BML_LEND();                                                                                          \
     BML_LNEXT_AFTER(hf ^ 1u);                                                                            \
+    BML_SRC_NEXT();                                                                                      \
     BML_CNEXT();                                                                                         \
   }
 
@@ -710,12 +781,12 @@ static BML_INLINE void bml_refill(__global const uint4 *bits, __global const flo
  * 8 / lpt * lr work-items takes a group's rows: work-item lid computes
  * lanes l0 + u (l0 = lid / lr * lpt, u < lpt) of rows lid % lr + i * lr
  * (i < rpt) of the group.  tab: BML_LHALVES * BML_LTAB floats; dtab: 2 * 8
- * * lr * rpt floats; jtab: 8 * lr * rpt. */
+ * * lr * rpt floats; jtab: 8 * lr * rpt; ssh: BML_SSH_WORDS (the TMA's). */
 static BML_INLINE void bml_lanes(__global const uint4 *bits, const uint bits_off, __global const float *d0,
                       const uint d0_off, __global const char4 *q,
                       __global const float *d1, const uint rows, const uint nb,
                       __global float *out, __local float *tab, __local float *dtab, __local float *jtab,
-                      const uint lr, const uint rpt, const uint lpt, const uint g0, const uint stride) {
+                      __local ulong *ssh, const uint lr, const uint rpt, const uint lpt, const uint g0, const uint stride) {
   const uint wg = 8u / lpt * lr, gr = lr * rpt, m = rpt * lpt;
   const uint unit = 4096u / wg < 16u ? 4096u / wg : 16u, units = 4096u / wg / unit;
   const uint lid = get_local_id(0), l0 = lid / lr * lpt, rr = lid % lr;
@@ -732,12 +803,22 @@ static BML_INLINE void bml_lanes(__global const uint4 *bits, const uint bits_off
     bml_refill(bits, d0, wq[a], dq[a], &f, a < ns, nt, jump, base_b, base_d, rows, rr, lr, rpt, lpt);
   /* step 0's table now, step 1's sources loaded */
   bml_lsrc src[4];
+#if BML_TMA_SRC
+  if (lid == 0u) bml_src_init(ssh);
+  barrier(CLK_LOCAL_MEM_FENCE);
+  if (lid == 0u) {
+    bml_src_issue(ssh, 0u, nt, nb, q, d1);
+    if (ns > 1u) bml_src_issue(ssh, 1u, nt, nb, q, d1);
+  }
+  BML_SRC_TAKE(0u);
+#else
 #pragma unroll
   for (uint i = 0; i < units; i++) bml_lsrc_load(&src[i], lid + i * wg, 0, nb, q, d1);
+#endif
 #pragma unroll
   for (uint i = 0; i < units; i++)
     if ((lid + i * wg) % 256u / 32u < min(8u, nb)) bml_lbuild(tab, lid + i * wg, &src[i], unit);
-  if (ns > 1u) {
+  if (!BML_TMA_SRC && ns > 1u) {
 #pragma unroll
     for (uint i = 0; i < units; i++) bml_lsrc_load(&src[i], lid + i * wg, nt > 1u ? 1u : 0u, nb, q, d1);
   }
@@ -746,6 +827,9 @@ static BML_INLINE void bml_lanes(__global const uint4 *bits, const uint bits_off
 #pragma unroll
   for (uint i = 0; i < m; i++) acc[i] = 0.0f;
   barrier(CLK_LOCAL_MEM_FENCE);
+#if BML_TMA_SRC
+  if (lid == 0u && ns > 2u) bml_src_issue(ssh, 2u, nt, nb, q, d1);
+#endif
   /* the step computed (cs), its tile and its group's first row, which of
    * the work-item's rows are the product's, and the tile of step cs + 2 */
   uint cs = 0u, ct = 0u, crow = g0 * gr, st = nt > 2u ? 2u : 0u;
@@ -789,6 +873,7 @@ static BML_INLINE void bml_lanes(__global const uint4 *bits, const uint bits_off
     BML_DNEXT(hf ^ 1u, 0); /* the queue has moved: slot 0 is step cs + 1 */
     BML_LEND();
     BML_LNEXT_AFTER(hf ^ 1u);
+    BML_SRC_NEXT();
     BML_CNEXT();
   }
 #endif
@@ -802,9 +887,10 @@ void q1_0_mat_vec_l(__global const uint4 *restrict bits, __global const float *r
   __local float tab[BML_LHALVES * BML_LTAB] __attribute__((aligned(16))); /* [tile half][block][sub-block][lane][pattern, swizzled] */
   __local float dtab[2 * 8 * BML_LROWS];     /* [tile half][block][row]: the scales d0 */
   __local float jtab[8 * BML_LROWS];         /* [lane][row]: the lanes' sums of a group */
+  __local ulong ssh[BML_SSH_WORDS] __attribute__((aligned(16)));
   const uint n = nb * 128u;
   BML_ACTIVATION(act_base, act_off, n);
-  bml_lanes(bits, bits_off, d0, d0_off, q, d1, rows, nb, out_base + out_off, tab, dtab, jtab, BML_LROWS, 1u, 1u,
+  bml_lanes(bits, bits_off, d0, d0_off, q, d1, rows, nb, out_base + out_off, tab, dtab, jtab, ssh, BML_LROWS, 1u, 1u,
             get_group_id(0), get_num_groups(0));
 }
 
@@ -816,9 +902,10 @@ void q1_0_mat_vec_lr(__global const uint4 *restrict bits, __global const float *
   __local float tab[BML_LHALVES * BML_LTAB] __attribute__((aligned(16)));
   __local float dtab[2 * 8 * BML_LRROWS * BML_LRRPT];
   __local float jtab[8 * BML_LRROWS * BML_LRRPT];
+  __local ulong ssh[BML_SSH_WORDS] __attribute__((aligned(16)));
   const uint n = nb * 128u;
   BML_ACTIVATION(act_base, act_off, n);
-  bml_lanes(bits, bits_off, d0, d0_off, q, d1, rows, nb, out_base + out_off, tab, dtab, jtab, BML_LRROWS, BML_LRRPT,
+  bml_lanes(bits, bits_off, d0, d0_off, q, d1, rows, nb, out_base + out_off, tab, dtab, jtab, ssh, BML_LRROWS, BML_LRRPT,
             BML_LRLPT, get_group_id(0), get_num_groups(0));
 }
 
@@ -852,7 +939,7 @@ static inline __global const uint *bml_desc_of(__global const uint *desc, uint n
   __global const uint *d_ = bml_desc_of((__global const uint *)(act_base + desc_off), ndesc, get_group_id(0)); \
   const uint rows = d_[1], nb = d_[2];                                                                         \
   BML_ACTIVATION(act_base, d_[5], nb * 128u);                                                                  \
-  bml_lanes(bits, d_[3], d0, d_[4], q, d1, rows, nb, out_base + d_[6], tab, dtab, jtab, (lr), (rpt), (lpt),  \
+  bml_lanes(bits, d_[3], d0, d_[4], q, d1, rows, nb, out_base + d_[6], tab, dtab, jtab, ssh, (lr), (rpt), (lpt),  \
             get_group_id(0) - d_[0], d_[7])
 
 __kernel __attribute__((reqd_work_group_size(8 * BML_LROWS, 1, 1)))
@@ -862,6 +949,7 @@ void q1_0_mat_vec_lb(__global const uint4 *restrict bits, __global const float *
   __local float tab[BML_LHALVES * BML_LTAB] __attribute__((aligned(16)));
   __local float dtab[2 * 8 * BML_LROWS];
   __local float jtab[8 * BML_LROWS];
+  __local ulong ssh[BML_SSH_WORDS] __attribute__((aligned(16)));
   BML_BATCHED(BML_LROWS, 1u, 1u);
 }
 
@@ -872,6 +960,7 @@ void q1_0_mat_vec_lrb(__global const uint4 *restrict bits, __global const float 
   __local float tab[BML_LHALVES * BML_LTAB] __attribute__((aligned(16)));
   __local float dtab[2 * 8 * BML_LRROWS * BML_LRRPT];
   __local float jtab[8 * BML_LRROWS * BML_LRRPT];
+  __local ulong ssh[BML_SSH_WORDS] __attribute__((aligned(16)));
 #if defined(BML_TEST_SKIP_LRB) && BML_TEST_SKIP_LRB
   return;
 #endif

@@ -64,6 +64,11 @@ typedef struct {
  * of two-lane work-items as half2.  Each was measured on the H200
  * (doc/PERFORMANCE.md); the bits are the same with or without them. */
 #define BML_NVIDIA_OPTIONS "-DBML_PRMT=1 -DBML_RING=1 -DBML_D0HALF=1"
+/* On NVIDIA's build for compute capability 9.0 and later (Hopper's TMA):
+ * the table's activation values copied into local memory by
+ * cp.async.bulk; 2320 bytes more of local memory a work-group. */
+#define BML_NVIDIA_TMA_OPTION "-DBML_TMA_SRC=1"
+#define BML_TMA_LOCAL_BYTES 2320
 
 typedef struct bml__card {
   cl_context ctx;
@@ -78,6 +83,7 @@ typedef struct bml__card {
   bool cr_divide_sqrt; /* CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT advertised */
   bool nvidia_build;   /* NVIDIA's own compiler: BML_NVIDIA_OPTIONS */
   bool nvidia_driver;  /* NVIDIA's own driver (nvidia_build may be dropped, this stays) */
+  bool nvidia_tma;     /* with nvidia_build: BML_NVIDIA_TMA_OPTION (compute capability 9.0 or later) */
   size_t max_chunk_rows; /* test hook: rows per buffer chunk (0: by max_alloc only) */
   cl_ulong local_mem;
   size_t kernel_wg_cap;  /* test hook: each kernel's CL_KERNEL_WORK_GROUP_SIZE at most this (0: none) */

@@ -16,6 +16,8 @@
 #define BML_CL_DEVICE_PCI_BUS_ID_NV 0x4008
 #define BML_CL_DEVICE_PCI_SLOT_ID_NV 0x4009
 #define BML_CL_DEVICE_PCI_DOMAIN_ID_NV 0x400A
+/* and its compute capability (cl_nv_device_attribute_query) */
+#define BML_CL_DEVICE_COMPUTE_CAPABILITY_MAJOR_NV 0x4000
 
 /* Evaluates an OpenCL call that returns cl_int; on failure logs the call,
  * the error by name and file:line (category cat), stores the code in rc

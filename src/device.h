@@ -19,6 +19,7 @@ typedef struct {
   size_t max_work_group;
   cl_bool host_unified, available, compiler_available;
   cl_device_fp_config fp32;
+  cl_uint nv_cc_major; /* NVIDIA's compute capability (cl_nv_device_attribute_query); 0: not said */
   bool has_uuid;
   uint8_t uuid[16];
   bml__pci_addr pci;      /* from the first topology query that answered */

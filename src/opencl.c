@@ -177,6 +177,15 @@ static void query_uuid(bml__cl_info *ci) {
     ci->has_uuid = true;
 }
 
+/* NVIDIA's compute capability, where its extension says it (the TMA the
+ * table kernels use on NVIDIA's build is 9.0's: program.c). */
+static void query_nv_cc(bml__cl_info *ci) {
+  cl_uint major = 0;
+  if (bml__cl_has_extension(ci->extensions, "cl_nv_device_attribute_query") &&
+      clGetDeviceInfo(ci->id, BML_CL_DEVICE_COMPUTE_CAPABILITY_MAJOR_NV, sizeof major, &major, NULL) == CL_SUCCESS)
+    ci->nv_cc_major = major;
+}
+
 static void describe_device(bml__cl_info *ci, bml__notes *notes) {
   char who[160];
   snprintf(who, sizeof who, "platform \"%s\" device %p", ci->platform_name, (void *)ci->id);
@@ -185,6 +194,7 @@ static void describe_device(bml__cl_info *ci, bml__notes *notes) {
   query_scalars(ci, who, notes);
   query_pci(ci, who, notes);
   query_uuid(ci);
+  query_nv_cc(ci);
 }
 
 void bml__cl_info_free(bml__cl_info *ci) {

@@ -43,6 +43,7 @@ int bml__card_open(const bml__cl_info *ci, bml__card **out, char *err, size_t er
    * staged as half2 (-DBML_D0HALF=1) were measured there only too. */
   c->nvidia_driver = ci->vendor_id == 0x10de && ci->platform_vendor && strstr(ci->platform_vendor, "NVIDIA");
   c->nvidia_build = c->nvidia_driver;
+  c->nvidia_tma = c->nvidia_build && ci->nv_cc_major >= 9;
   bml__card_set_tunables(c, 32, 32, 4, 1);
   c->lr_from = SIZE_MAX;
   cl_context_properties props[] = {CL_CONTEXT_PLATFORM, (cl_context_properties)ci->platform, 0};
@@ -125,7 +126,8 @@ size_t bml__card_lr_wg(const bml__card *c) { return 8 / c->lrlpt * c->lrrows; }
  * scales 2 * 8 * rows floats, the lanes' sums of a group 8 * rows. */
 bool bml__card_table_halves2(const bml__card *c) {
   size_t rows = c->lrows > c->lrrows * c->lrrpt ? c->lrows : c->lrrows * c->lrrpt;
-  return 2 * 16384 + 96 * rows + 1024 <= c->local_mem;
+  const size_t tma = c->nvidia_build && c->nvidia_tma ? BML_TMA_LOCAL_BYTES : 0;
+  return 2 * 16384 + 96 * rows + tma + 1024 <= c->local_mem;
 }
 
 size_t bml__card_wg8(const bml__card *c) {
@@ -140,10 +142,11 @@ size_t bml__card_wg8(const bml__card *c) {
 static void build_options(const bml__card *c, bool emulate, const char *extra, char *buf, size_t len) {
   size_t wg8 = bml__card_wg8(c);
   snprintf(buf, len,
-           "-DBML_WG=%zu -DBML_LROWS=%zu -DBML_LRROWS=%zu -DBML_LRRPT=%zu -DBML_LRLPT=%zu -DBML_LHALVES=%d%s%s%s%s%s",
+           "-DBML_WG=%zu -DBML_LROWS=%zu -DBML_LRROWS=%zu -DBML_LRRPT=%zu -DBML_LRLPT=%zu -DBML_LHALVES=%d%s%s%s%s%s%s",
            wg8, c->lrows, c->lrrows, c->lrrpt, c->lrlpt, bml__card_table_halves2(c) ? 2 : 1,
            c->cr_divide_sqrt ? " -cl-fp32-correctly-rounded-divide-sqrt" : "", emulate ? " -DBML_EMULATE_FMA=1" : "",
-           c->nvidia_build ? " " BML_NVIDIA_OPTIONS : "", extra && *extra ? " " : "", extra ? extra : "");
+           c->nvidia_build ? " " BML_NVIDIA_OPTIONS : "", c->nvidia_build && c->nvidia_tma ? " " BML_NVIDIA_TMA_OPTION : "",
+           extra && *extra ? " " : "", extra ? extra : "");
 }
 
 /* The build log, or "" when the driver gives none.  malloc'd. */
@@ -234,6 +237,16 @@ int bml__card_build(bml__card *c, bool emulate, const char *extra, bml__build *b
     goto fail;
   }
   rc = clBuildProgram(b->program, 1, &c->dev, b->options, NULL, NULL);
+  if (rc == CL_BUILD_PROGRAM_FAILURE && c->nvidia_build && c->nvidia_tma) {
+    /* the TMA's PTX was refused (a driver whose PTX is older than 8.0): without it, the same bits */
+    char *text = build_log(c, b->program);
+    bml__debug(BML_CAT_BUILD, "\"%s\": no build with " BML_NVIDIA_TMA_OPTION " (%s); building without", c->name,
+               text && *text ? text : "no log");
+    free(text);
+    c->nvidia_tma = false;
+    build_options(c, emulate, extra, b->options, sizeof b->options);
+    rc = clBuildProgram(b->program, 1, &c->dev, b->options, NULL, NULL);
+  }
   if (rc == CL_BUILD_PROGRAM_FAILURE && c->nvidia_build) {
     /* the inline PTX was refused: the plain C formulation, the queue and float scales, the same bits */
     char *text = build_log(c, b->program);

@@ -961,6 +961,36 @@ Test(oracle, the_byte_permute_build_is_nvidias_and_a_refusal_falls_back_to_plain
   bml_devices_free(l);
 }
 
+/* The TMA's copies are NVIDIA's build's on compute capability 9.0 and
+ * later; a compiler that refuses them (PoCL, or an older driver's PTX)
+ * builds without them, keeping the rest of NVIDIA's build where it takes
+ * it, not a failed build. */
+Test(oracle, the_tma_build_is_hoppers_and_a_refusal_falls_back) {
+  size_t i;
+  bml_devices *l;
+  bml__card *c = card_opened(&l, &i);
+  bml__card_set_tunables(c, 32, 32, 4, 1);
+  const bml_device *d = bml_devices_get(l, i);
+  const bool nvidia = strstr(d->platform, "NVIDIA") != NULL;
+  cr_expect(!c->nvidia_tma || nvidia, "the TMA chosen for \"%s\"", d->platform);
+  const bool hopper = c->nvidia_tma;
+  c->nvidia_build = c->nvidia_tma = true;
+  bml__build b;
+  char *log = NULL;
+  cr_assert_eq(bml__card_build(c, false, NULL, &b, &log), 0, "%s", log ? log : "");
+  if (hopper) {
+    cr_expect(c->nvidia_tma && strstr(b.options, BML_NVIDIA_TMA_OPTION) != NULL, "%s", b.options);
+  } else {
+    cr_expect(!c->nvidia_tma, "the refused TMA is still chosen");
+    cr_expect(strstr(b.options, "BML_TMA_SRC") == NULL, "built with %s", b.options);
+    cr_expect_eq(c->nvidia_build, nvidia, "NVIDIA's other options kept where taken: %s", b.options);
+  }
+  bml__build_release(&b);
+  free(log);
+  bml__card_close(c);
+  bml_devices_free(l);
+}
+
 /* Planning needs no device: a card's table shapes and matrices' chunks. */
 static const bml__card plan_card = {.lrows = 32, .lrrows = 32, .lrrpt = 4, .lrlpt = 1};
 
