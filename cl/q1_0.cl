@@ -38,6 +38,8 @@
  *   -DBML_TMA_SRC=1          with those, on compute capability 9.0 and later (chosen at open): the
  *                            table's activation values copied into local memory by the TMA (below)
  *   -DBML_LWORD_C=1          test only: the byte-permute lookups written in C, on any device
+ *   -DBML_TMA_C=1            test only: the TMA's copies of -DBML_TMA_SRC=1 made by work-item 0
+ *                            in C, into the same slots at the same steps, on any device
  *   -DBML_TEST_DOUBLE_ROUNDED_FMA=1  test only (needs cl_khr_fp64): the device's fma as a
  *                            double fma rounded to float, which rounds twice; the probe must
  *                            find it and the kernels then use the emulation
@@ -316,12 +318,16 @@ static inline void bml_lsrc_load(bml_lsrc *x, uint u, uint tile, uint nb, __glob
 #ifndef BML_TMA_SRC
 #define BML_TMA_SRC 0
 #endif
+#if defined(BML_TMA_C) && BML_TMA_C
+#undef BML_TMA_SRC
+#define BML_TMA_SRC 1
+#endif
 #if BML_TMA_SRC
 /* -DBML_TMA_SRC=1 (NVIDIA's build, compute capability 9.0 on): a step's table sources (its tile's
  * quants and scales d1, 1152 bytes for a full tile) come into local memory by the TMA's bulk copy
  * (PTX's cp.async.bulk, whose completion an mbarrier counts in bytes), not by each work-item's
  * loads.  Those loads had waited behind the weights' loads: the counters of doc/PERFORMANCE.md
- * (the twenty-third session).  ssh: two mbarriers, then two slots of quants (1024 bytes each),
+ * (the twenty-second session).  ssh: two mbarriers, then two slots of quants (1024 bytes each),
  * then two of scales (128 each); step k's sources are in slot k % 2.  Work-item 0 issues step
  * k's copies after step k - 3's barrier (slot k % 2 held step k - 2's sources, which step k - 3's
  * build read before it), and the work-group waits for them (phase (k / 2) % 2 of the slot's
@@ -329,6 +335,24 @@ static inline void bml_lsrc_load(bml_lsrc *x, uint u, uint tile, uint nb, __glob
  * kb blocks only (kb * 144 bytes).  Local pointers are 32-bit offsets in the shared window on
  * this driver, as the PTX instructions take them. */
 #define BML_SSH_WORDS (2 + (2 * 1024 + 2 * 128) / 8)
+#if defined(BML_TMA_C) && BML_TMA_C
+/* -DBML_TMA_C=1 (test only): work-item 0 copies a step's sources itself, at the step the TMA's
+ * copies are issued, into the same slots; the barriers that order the TMA's issues after the
+ * slot's last reads order these writes before the slot's next reads (the first two steps' copies
+ * have a barrier of their own, BML_SRC_FIRST), so on any device the tests check the slots, their
+ * offsets and a partial last tile's copies as the TMA's build uses them. */
+static inline void bml_src_init(__local ulong *ssh) { (void)ssh; }
+static inline void bml_src_issue(__local ulong *ssh, uint k, uint nt, uint nb, __global const char4 *q,
+                                 __global const float *d1) {
+  const uint t = k % nt, kb = min(8u, nb - t * 8u), sl = k & 1u;
+  __local uint *qs = (__local uint *)(ssh + 2) + sl * 256u;
+  __local float *ds = (__local float *)(ssh + 2) + 512u + sl * 32u;
+  for (uint i = 0; i < kb * 32u; i++) qs[i] = as_uint(q[t * 256u + i]);
+  for (uint i = 0; i < kb * 4u; i++) ds[i] = d1[t * 32u + i];
+}
+#define BML_SRC_WAIT(k) (void)0
+#define BML_SRC_FIRST() barrier(CLK_LOCAL_MEM_FENCE)
+#else
 #define BML_SH(p) ((uint)(size_t)(p))
 static inline void bml_tm_wait(uint bar, uint parity) {
   uint ok = 0;
@@ -359,12 +383,15 @@ static inline void bml_src_issue(__local ulong *ssh, uint k, uint nt, uint nb, _
   bml_tm_copy(base + sl * 1024u, q + t * 256u, kb * 128u, bar);
   bml_tm_copy(base + 2048u + sl * 128u, d1 + t * 32u, kb * 16u, bar);
 }
+#define BML_SRC_WAIT(k) bml_tm_wait(BML_SH(ssh + ((k) & 1u)), ((k) >> 1) & 1u)
+#define BML_SRC_FIRST() (void)0
+#endif /* BML_TMA_C */
+/* Step k's sources from slot k % 2 (the layout of either kind of copy). */
 static inline void bml_src_take(bml_lsrc *x, __local const ulong *ssh, uint u, uint k) {
   const uint sl = k & 1u, pair = u % 256u;
   x->q = ((__local const uint *)(ssh + 2))[sl * 256u + pair];
   x->d = ((__local const float *)(ssh + 2))[512u + sl * 32u + pair / 8u];
 }
-#define BML_SRC_WAIT(k) bml_tm_wait(BML_SH(ssh + ((k) & 1u)), ((k) >> 1) & 1u)
 #else
 #define BML_SSH_WORDS 1 /* (unused) */
 #endif
@@ -810,6 +837,7 @@ static BML_INLINE void bml_lanes(__global const uint4 *bits, const uint bits_off
     bml_src_issue(ssh, 0u, nt, nb, q, d1);
     if (ns > 1u) bml_src_issue(ssh, 1u, nt, nb, q, d1);
   }
+  BML_SRC_FIRST();
   BML_SRC_TAKE(0u);
 #else
 #pragma unroll
