@@ -224,6 +224,20 @@ static cl_int check_work_groups(const bml__card *c, bml__build *b, char *why, si
   return CL_SUCCESS;
 }
 
+/* The build refused what (options that *flag adds): said under
+ * BANKML_DEBUG=build with the driver's log, *flag cleared, and the program
+ * built again without them. */
+static cl_int build_without(bml__card *c, bool *flag, const char *what, bool emulate, const char *extra,
+                            bml__build *b) {
+  char *text = build_log(c, b->program);
+  bml__debug(BML_CAT_BUILD, "\"%s\": no build with %s (%s); building without", c->name, what,
+             text && *text ? text : "no log");
+  free(text);
+  *flag = false;
+  build_options(c, emulate, extra, b->options, sizeof b->options);
+  return clBuildProgram(b->program, 1, &c->dev, b->options, NULL, NULL);
+}
+
 int bml__card_build(bml__card *c, bool emulate, const char *extra, bml__build *b, char **log) {
   memset(b, 0, sizeof *b);
   *log = NULL;
@@ -237,26 +251,13 @@ int bml__card_build(bml__card *c, bool emulate, const char *extra, bml__build *b
     goto fail;
   }
   rc = clBuildProgram(b->program, 1, &c->dev, b->options, NULL, NULL);
-  if (rc == CL_BUILD_PROGRAM_FAILURE && c->nvidia_build && c->nvidia_tma) {
-    /* the TMA's PTX was refused (a driver whose PTX is older than 8.0): without it, the same bits */
-    char *text = build_log(c, b->program);
-    bml__debug(BML_CAT_BUILD, "\"%s\": no build with " BML_NVIDIA_TMA_OPTION " (%s); building without", c->name,
-               text && *text ? text : "no log");
-    free(text);
-    c->nvidia_tma = false;
-    build_options(c, emulate, extra, b->options, sizeof b->options);
-    rc = clBuildProgram(b->program, 1, &c->dev, b->options, NULL, NULL);
-  }
-  if (rc == CL_BUILD_PROGRAM_FAILURE && c->nvidia_build) {
-    /* the inline PTX was refused: the plain C formulation, the queue and float scales, the same bits */
-    char *text = build_log(c, b->program);
-    bml__debug(BML_CAT_BUILD, "\"%s\": no build with " BML_NVIDIA_OPTIONS " (%s); building without", c->name,
-               text && *text ? text : "no log");
-    free(text);
-    c->nvidia_build = false;
-    build_options(c, emulate, extra, b->options, sizeof b->options);
-    rc = clBuildProgram(b->program, 1, &c->dev, b->options, NULL, NULL);
-  }
+  /* NVIDIA's options refused: first the TMA's PTX (a driver whose PTX is
+   * older than 8.0), then the inline PTX at all (the plain C formulation,
+   * the queue and float scales); the same bits either way */
+  if (rc == CL_BUILD_PROGRAM_FAILURE && c->nvidia_build && c->nvidia_tma)
+    rc = build_without(c, &c->nvidia_tma, BML_NVIDIA_TMA_OPTION, emulate, extra, b);
+  if (rc == CL_BUILD_PROGRAM_FAILURE && c->nvidia_build)
+    rc = build_without(c, &c->nvidia_build, BML_NVIDIA_OPTIONS, emulate, extra, b);
   if (rc != CL_SUCCESS) {
     char *text = build_log(c, b->program);
     *log = describe_failure("clBuildProgram", rc, b->options, text);
