@@ -335,6 +335,11 @@ static inline void bml_lsrc_load(bml_lsrc *x, uint u, uint tile, uint nb, __glob
  * kb blocks only (kb * 144 bytes).  Local pointers are 32-bit offsets in the shared window on
  * this driver, as the PTX instructions take them. */
 #define BML_SSH_WORDS (2 + (2 * 1024 + 2 * 128) / 8)
+/* Slot sl's quants (256 words) and scales d1 (32 floats), after the two mbarriers. */
+static inline __local uint *bml_src_q(__local ulong *ssh, uint sl) { return (__local uint *)(ssh + 2) + sl * 256u; }
+static inline __local float *bml_src_d(__local ulong *ssh, uint sl) {
+  return (__local float *)(ssh + 2) + 512u + sl * 32u;
+}
 #if defined(BML_TMA_C) && BML_TMA_C
 /* -DBML_TMA_C=1 (test only): work-item 0 copies a step's sources itself, at the step the TMA's
  * copies are issued, into the same slots; the barriers that order the TMA's issues after the
@@ -345,8 +350,8 @@ static inline void bml_src_init(__local ulong *ssh) { (void)ssh; }
 static inline void bml_src_issue(__local ulong *ssh, uint k, uint nt, uint nb, __global const char4 *q,
                                  __global const float *d1) {
   const uint t = k % nt, kb = min(8u, nb - t * 8u), sl = k & 1u;
-  __local uint *qs = (__local uint *)(ssh + 2) + sl * 256u;
-  __local float *ds = (__local float *)(ssh + 2) + 512u + sl * 32u;
+  __local uint *qs = bml_src_q(ssh, sl);
+  __local float *ds = bml_src_d(ssh, sl);
   for (uint i = 0; i < kb * 32u; i++) qs[i] = as_uint(q[t * 256u + i]);
   for (uint i = 0; i < kb * 4u; i++) ds[i] = d1[t * 32u + i];
 }
@@ -377,20 +382,19 @@ static inline void bml_src_init(__local ulong *ssh) {
 static inline void bml_src_issue(__local ulong *ssh, uint k, uint nt, uint nb, __global const char4 *q,
                                  __global const float *d1) {
   const uint t = k % nt, kb = min(8u, nb - t * 8u), sl = k & 1u, bar = BML_SH(ssh + sl);
-  const uint base = BML_SH(ssh) + 16u;
   asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(kb * 144u) : "memory");
-  bml_tm_copy(base + sl * 1024u, q + t * 256u, kb * 128u, bar);
-  bml_tm_copy(base + 2048u + sl * 128u, d1 + t * 32u, kb * 16u, bar);
+  bml_tm_copy(BML_SH(bml_src_q(ssh, sl)), q + t * 256u, kb * 128u, bar);
+  bml_tm_copy(BML_SH(bml_src_d(ssh, sl)), d1 + t * 32u, kb * 16u, bar);
 }
 #define BML_SRC_WAIT(k) bml_tm_wait(BML_SH(ssh + ((k) & 1u)), ((k) >> 1) & 1u)
 #define BML_SRC_FIRST() (void)0
 #endif /* BML_TMA_C */
 /* Step k's sources from slot k % 2 (the layout of either kind of copy). */
-static inline void bml_src_take(bml_lsrc *x, __local const ulong *ssh, uint u, uint k) {
+static inline void bml_src_take(bml_lsrc *x, __local ulong *ssh, uint u, uint k) {
   const uint sl = k & 1u, pair = u % 256u;
-  x->q = ((__local const uint *)(ssh + 2))[sl * 256u + pair];
-  x->d = ((__local const float *)(ssh + 2))[512u + sl * 32u + pair / 8u];
+  x->q = bml_src_q(ssh, sl)[pair];
+  x->d = bml_src_d(ssh, sl)[pair / 8u];
 }
 #else
 #define BML_SSH_WORDS 1 /* (unused) */

@@ -122,11 +122,16 @@ void bml__card_set_tunables(bml__card *c, size_t lrows, size_t lrrows, size_t lr
 
 size_t bml__card_lr_wg(const bml__card *c) { return 8 / c->lrlpt * c->lrrows; }
 
+/* Whether the kernels build with BML_NVIDIA_TMA_OPTION: it goes with the
+ * rest of NVIDIA's build only. */
+static bool builds_tma(const bml__card *c) { return c->nvidia_build && c->nvidia_tma; }
+
 /* The local memory of the table kernels: a tile's table is 16 KiB, the
- * scales 2 * 8 * rows floats, the lanes' sums of a group 8 * rows. */
+ * scales 2 * 8 * rows floats, the lanes' sums of a group 8 * rows, and
+ * the TMA's slots where it builds with them. */
 bool bml__card_table_halves2(const bml__card *c) {
   size_t rows = c->lrows > c->lrrows * c->lrrpt ? c->lrows : c->lrrows * c->lrrpt;
-  const size_t tma = c->nvidia_build && c->nvidia_tma ? BML_TMA_LOCAL_BYTES : 0;
+  const size_t tma = builds_tma(c) ? BML_TMA_LOCAL_BYTES : 0;
   return 2 * 16384 + 96 * rows + tma + 1024 <= c->local_mem;
 }
 
@@ -145,7 +150,7 @@ static void build_options(const bml__card *c, bool emulate, const char *extra, c
            "-DBML_WG=%zu -DBML_LROWS=%zu -DBML_LRROWS=%zu -DBML_LRRPT=%zu -DBML_LRLPT=%zu -DBML_LHALVES=%d%s%s%s%s%s%s",
            wg8, c->lrows, c->lrrows, c->lrrpt, c->lrlpt, bml__card_table_halves2(c) ? 2 : 1,
            c->cr_divide_sqrt ? " -cl-fp32-correctly-rounded-divide-sqrt" : "", emulate ? " -DBML_EMULATE_FMA=1" : "",
-           c->nvidia_build ? " " BML_NVIDIA_OPTIONS : "", c->nvidia_build && c->nvidia_tma ? " " BML_NVIDIA_TMA_OPTION : "",
+           c->nvidia_build ? " " BML_NVIDIA_OPTIONS : "", builds_tma(c) ? " " BML_NVIDIA_TMA_OPTION : "",
            extra && *extra ? " " : "", extra ? extra : "");
 }
 
@@ -254,7 +259,7 @@ int bml__card_build(bml__card *c, bool emulate, const char *extra, bml__build *b
   /* NVIDIA's options refused: first the TMA's PTX (a driver whose PTX is
    * older than 8.0), then the inline PTX at all (the plain C formulation,
    * the queue and float scales); the same bits either way */
-  if (rc == CL_BUILD_PROGRAM_FAILURE && c->nvidia_build && c->nvidia_tma)
+  if (rc == CL_BUILD_PROGRAM_FAILURE && builds_tma(c))
     rc = build_without(c, &c->nvidia_tma, BML_NVIDIA_TMA_OPTION, emulate, extra, b);
   if (rc == CL_BUILD_PROGRAM_FAILURE && c->nvidia_build)
     rc = build_without(c, &c->nvidia_build, BML_NVIDIA_OPTIONS, emulate, extra, b);
