@@ -11,8 +11,12 @@
  * Not built, installed or distributed (README.md).
  *   batchfit ROWS N [RUNS]   (RUNS: 21, at most 101)
  * Exit status 0 only when every result compared is exact and every
- * product ran on the card. */
+ * product ran on the card.
+ * BATCHFIT_K=K runs that K alone, once round; BATCHFIT_MARKS=1 prints each
+ * batch's call and return (CLOCK_MONOTONIC, µs: cltrace.c's clock) to
+ * stderr, to set a trace's commands against their batch. */
 #include <jansson.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -103,11 +107,20 @@ int main(int argc, char **argv) {
   }
   /* the matrices uploaded, the batches' kind learnt */
   for (int k = 0; rc == 0 && k < 3; k++) rc = bml_worker_mat_vec_batch(w, p, MOST);
-  static const int ks[] = {1, 2, 4, 8, 16, 24, 32};
+  static const int all[] = {1, 2, 4, 8, 16, 24, 32};
+  const char *only = getenv("BATCHFIT_K");
+  const int one[] = {only ? atoi(only) : 0};
+  if (only && (one[0] < 1 || one[0] > MOST)) {
+    fprintf(stderr, "batchfit: BATCHFIT_K is 1 to %d\n", MOST);
+    return 2;
+  }
+  const int *ks = only ? one : all;
+  const size_t nks = only ? 1 : sizeof all / sizeof *all;
+  const bool marks = getenv("BATCHFIT_MARKS") != NULL;
   size_t bad = 0, off_card = 0;
   double t[101];
-  for (int round = 0; rc == 0 && round < 2; round++) {
-    for (size_t j = 0; rc == 0 && j < sizeof ks / sizeof *ks; j++) {
+  for (int round = 0; rc == 0 && round < (only ? 1 : 2); round++) {
+    for (size_t j = 0; rc == 0 && j < nks; j++) {
       const int k = ks[j];
       long long before[COUNTS], after[COUNTS];
       if (counts(w, before) != 0) {
@@ -119,6 +132,7 @@ int main(int argc, char **argv) {
         const double t0 = now_ms();
         rc = bml_worker_mat_vec_batch(w, p, (size_t)k);
         t[r] = now_ms() - t0;
+        if (marks) fprintf(stderr, "batch %d %.1f %.1f\n", k, t0 * 1e3, (t0 + t[r]) * 1e3);
       }
       if (rc != 0) break;
       if (counts(w, after) != 0) {
