@@ -71,6 +71,12 @@ int main(int argc, char **argv) {
     fprintf(stderr, "batchfit: ROWS > 0, N a multiple of %d, RUNS 1 to 101\n", BML_Q1_0_BLOCK);
     return 2;
   }
+  const char *only = getenv("BATCHFIT_K");
+  const int one[] = {only ? atoi(only) : 0};
+  if (only && (one[0] < 1 || one[0] > MOST)) {
+    fprintf(stderr, "batchfit: BATCHFIT_K is 1 to %d\n", MOST);
+    return 2;
+  }
   bml_pool *pool = NULL;
   bml_worker *w = NULL;
   int rc = bml_pool_open(0, &pool);
@@ -108,12 +114,6 @@ int main(int argc, char **argv) {
   /* the matrices uploaded, the batches' kind learnt */
   for (int k = 0; rc == 0 && k < 3; k++) rc = bml_worker_mat_vec_batch(w, p, MOST);
   static const int all[] = {1, 2, 4, 8, 16, 24, 32};
-  const char *only = getenv("BATCHFIT_K");
-  const int one[] = {only ? atoi(only) : 0};
-  if (only && (one[0] < 1 || one[0] > MOST)) {
-    fprintf(stderr, "batchfit: BATCHFIT_K is 1 to %d\n", MOST);
-    return 2;
-  }
   const int *ks = only ? one : all;
   const size_t nks = only ? 1 : sizeof all / sizeof *all;
   const bool marks = getenv("BATCHFIT_MARKS") != NULL;
