@@ -41,8 +41,7 @@ typedef struct {
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static record *recs;
-static size_t nrecs, caprecs,
-    first_pending; /* before first_pending: every record resolved */
+static size_t nrecs, caprecs, first_pending; /* before first_pending: every record resolved */
 static cl_command_queue queues[64];
 static int nqueues;
 
@@ -63,13 +62,11 @@ static void *real(const char *name) {
 
 static int queue_index(cl_command_queue q) {
   for (int i = 0; i < nqueues; i++)
-    if (queues[i] == q)
-      return i;
+    if (queues[i] == q) return i;
   return -1;
 }
 
-static void add(const char *what, cl_command_queue q, size_t size, double call,
-                double ret, cl_event ev) {
+static void add(const char *what, cl_command_queue q, size_t size, double call, double ret, cl_event ev) {
   pthread_mutex_lock(&lock);
   if (nrecs == caprecs) {
     size_t cap = caprecs ? 2 * caprecs : 4096;
@@ -80,8 +77,7 @@ static void add(const char *what, cl_command_queue q, size_t size, double call,
     }
     recs = r, caprecs = cap;
   }
-  recs[nrecs++] = (record){
-      what, q ? queue_index(q) : -1, size, call, ret, ev, {0, 0, 0, 0}};
+  recs[nrecs++] = (record){what, q ? queue_index(q) : -1, size, call, ret, ev, {0, 0, 0, 0}};
   pthread_mutex_unlock(&lock);
 }
 
@@ -90,44 +86,34 @@ static void resolve(void) {
   static cl_int (*info)(cl_event, cl_event_info, size_t, void *, size_t *);
   static cl_int (*prof)(cl_event, cl_profiling_info, size_t, void *, size_t *);
   static cl_int (*rel)(cl_event);
-  if (!info)
-    info = real("clGetEventInfo"), prof = real("clGetEventProfilingInfo"),
-    rel = real("clReleaseEvent");
+  if (!info) info = real("clGetEventInfo"), prof = real("clGetEventProfilingInfo"), rel = real("clReleaseEvent");
   pthread_mutex_lock(&lock);
   for (size_t i = first_pending; i < nrecs; i++) {
     record *r = &recs[i];
     if (!r->ev) {
-      if (i == first_pending)
-        first_pending++;
+      if (i == first_pending) first_pending++;
       continue;
     }
     cl_int state = CL_QUEUED;
-    if (info(r->ev, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof state, &state,
-             NULL) != CL_SUCCESS)
-      state = -1;
-    if (state > CL_COMPLETE)
-      continue; /* still to run */
-    static const cl_profiling_info which[4] = {
-        CL_PROFILING_COMMAND_QUEUED, CL_PROFILING_COMMAND_SUBMIT,
-        CL_PROFILING_COMMAND_START, CL_PROFILING_COMMAND_END};
+    if (info(r->ev, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof state, &state, NULL) != CL_SUCCESS) state = -1;
+    if (state > CL_COMPLETE) continue; /* still to run */
+    static const cl_profiling_info which[4] = {CL_PROFILING_COMMAND_QUEUED, CL_PROFILING_COMMAND_SUBMIT,
+                                               CL_PROFILING_COMMAND_START, CL_PROFILING_COMMAND_END};
     for (int k = 0; k < 4; k++)
-      if (state != CL_COMPLETE ||
-          prof(r->ev, which[k], sizeof r->t[k], &r->t[k], NULL) != CL_SUCCESS) {
+      if (state != CL_COMPLETE || prof(r->ev, which[k], sizeof r->t[k], &r->t[k], NULL) != CL_SUCCESS) {
         memset(r->t, 0, sizeof r->t);
         break;
       }
     rel(r->ev);
     r->ev = NULL;
-    if (i == first_pending)
-      first_pending++;
+    if (i == first_pending) first_pending++;
   }
   pthread_mutex_unlock(&lock);
 }
 
 __attribute__((destructor)) static void write_trace(void) {
   const char *path = getenv("CLTRACE");
-  if (!path || !nrecs)
-    return;
+  if (!path || !nrecs) return;
   resolve();
   FILE *f = fopen(path, "w");
   if (!f) {
@@ -139,8 +125,7 @@ __attribute__((destructor)) static void write_trace(void) {
         f);
   for (size_t i = 0; i < nrecs; i++) {
     const record *r = &recs[i];
-    fprintf(f, "%s %d %zu %.1f %.1f", r->what, r->queue, r->size, r->call,
-            r->ret);
+    fprintf(f, "%s %d %zu %.1f %.1f", r->what, r->queue, r->size, r->call, r->ret);
     if (r->t[3])
       for (int k = 0; k < 4; k++)
         fprintf(f, " %.1f", (double)r->t[k] / 1e3);
@@ -151,96 +136,89 @@ __attribute__((destructor)) static void write_trace(void) {
   fclose(f);
 }
 
-/* The caller's event, or one of ours, retained for the trace. */
-#define TRACED(what, q, size, call_expr)                                       \
-  do {                                                                         \
-    static cl_int (*retain)(cl_event);                                         \
-    if (!retain)                                                               \
-      retain = real("clRetainEvent");                                          \
-    cl_event mine = NULL, *evp = event ? event : &mine;                        \
-    double t0 = now_us();                                                      \
-    cl_int rc = (call_expr);                                                   \
-    double t1 = now_us();                                                      \
-    if (rc == CL_SUCCESS && *evp) {                                            \
-      if (event)                                                               \
-        retain(*evp);                                                          \
-      add(what, q, size, t0, t1, *evp);                                        \
-    }                                                                          \
-    return rc;                                                                 \
-  } while (0)
+/* A command enqueued at t0 (rc, its enqueue's status): recorded with the
+ * caller's event (retained: the caller may release it) or with mine, the
+ * one made for the trace where the caller asked for none. */
+static cl_int traced(const char *what, cl_command_queue q, size_t size, double t0, cl_int rc, const cl_event *event,
+                     const cl_event *mine) {
+  static cl_int (*retain)(cl_event);
+  if (!retain) retain = real("clRetainEvent");
+  const double t1 = now_us();
+  cl_event ev = event ? *event : *mine;
+  if (rc == CL_SUCCESS && ev) {
+    if (event) retain(ev);
+    add(what, q, size, t0, t1, ev);
+  }
+  return rc;
+}
 
-cl_command_queue clCreateCommandQueue(cl_context ctx, cl_device_id dev,
-                                      cl_command_queue_properties props,
+cl_command_queue clCreateCommandQueue(cl_context ctx, cl_device_id dev, cl_command_queue_properties props,
                                       cl_int *err) {
-  static cl_command_queue (*f)(cl_context, cl_device_id,
-                               cl_command_queue_properties, cl_int *);
-  if (!f)
-    f = real("clCreateCommandQueue");
+  static cl_command_queue (*f)(cl_context, cl_device_id, cl_command_queue_properties, cl_int *);
+  if (!f) f = real("clCreateCommandQueue");
   cl_command_queue q = f(ctx, dev, props | CL_QUEUE_PROFILING_ENABLE, err);
   pthread_mutex_lock(&lock);
-  if (q && nqueues < 64)
-    queues[nqueues++] = q;
+  if (q && nqueues < 64) queues[nqueues++] = q;
   pthread_mutex_unlock(&lock);
   return q;
 }
 
-cl_int clEnqueueNDRangeKernel(cl_command_queue q, cl_kernel k, cl_uint dim,
-                              const size_t *off, const size_t *global,
-                              const size_t *local, cl_uint nw,
-                              const cl_event *wl, cl_event *event) {
-  static cl_int (*f)(cl_command_queue, cl_kernel, cl_uint, const size_t *,
-                     const size_t *, const size_t *, cl_uint, const cl_event *,
-                     cl_event *);
-  if (!f)
-    f = real("clEnqueueNDRangeKernel");
+cl_int clEnqueueNDRangeKernel(cl_command_queue q, cl_kernel k, cl_uint dim, const size_t *off, const size_t *global,
+                              const size_t *local, cl_uint nw, const cl_event *wl, cl_event *event) {
+  static cl_int (*f)(cl_command_queue, cl_kernel, cl_uint, const size_t *, const size_t *, const size_t *, cl_uint,
+                     const cl_event *, cl_event *);
+  if (!f) f = real("clEnqueueNDRangeKernel");
   size_t items = 1;
   for (cl_uint i = 0; i < dim; i++)
     items *= global[i];
-  TRACED("kernel", q, items, f(q, k, dim, off, global, local, nw, wl, evp));
+  cl_event mine = NULL;
+  const double t0 = now_us();
+  const cl_int rc = f(q, k, dim, off, global, local, nw, wl, event ? event : &mine);
+  return traced("kernel", q, items, t0, rc, event, &mine);
 }
 
-cl_int clEnqueueWriteBuffer(cl_command_queue q, cl_mem b, cl_bool blocking,
-                            size_t off, size_t size, const void *p, cl_uint nw,
-                            const cl_event *wl, cl_event *event) {
-  static cl_int (*f)(cl_command_queue, cl_mem, cl_bool, size_t, size_t,
-                     const void *, cl_uint, const cl_event *, cl_event *);
-  if (!f)
-    f = real("clEnqueueWriteBuffer");
-  TRACED("write", q, size, f(q, b, blocking, off, size, p, nw, wl, evp));
+cl_int clEnqueueWriteBuffer(cl_command_queue q, cl_mem b, cl_bool blocking, size_t off, size_t size, const void *p,
+                            cl_uint nw, const cl_event *wl, cl_event *event) {
+  static cl_int (*f)(cl_command_queue, cl_mem, cl_bool, size_t, size_t, const void *, cl_uint, const cl_event *,
+                     cl_event *);
+  if (!f) f = real("clEnqueueWriteBuffer");
+  cl_event mine = NULL;
+  const double t0 = now_us();
+  const cl_int rc = f(q, b, blocking, off, size, p, nw, wl, event ? event : &mine);
+  return traced("write", q, size, t0, rc, event, &mine);
 }
 
-cl_int clEnqueueReadBuffer(cl_command_queue q, cl_mem b, cl_bool blocking,
-                           size_t off, size_t size, void *p, cl_uint nw,
+cl_int clEnqueueReadBuffer(cl_command_queue q, cl_mem b, cl_bool blocking, size_t off, size_t size, void *p, cl_uint nw,
                            const cl_event *wl, cl_event *event) {
-  static cl_int (*f)(cl_command_queue, cl_mem, cl_bool, size_t, size_t, void *,
-                     cl_uint, const cl_event *, cl_event *);
-  if (!f)
-    f = real("clEnqueueReadBuffer");
-  TRACED("read", q, size, f(q, b, blocking, off, size, p, nw, wl, evp));
+  static cl_int (*f)(cl_command_queue, cl_mem, cl_bool, size_t, size_t, void *, cl_uint, const cl_event *, cl_event *);
+  if (!f) f = real("clEnqueueReadBuffer");
+  cl_event mine = NULL;
+  const double t0 = now_us();
+  const cl_int rc = f(q, b, blocking, off, size, p, nw, wl, event ? event : &mine);
+  return traced("read", q, size, t0, rc, event, &mine);
 }
 
 /* Barriers and markers: their host times only (NVIDIA's driver gives
  * their events times that are not the card's). */
-cl_int clEnqueueBarrierWithWaitList(cl_command_queue q, cl_uint nw,
-                                    const cl_event *wl, cl_event *event) {
-  static cl_int (*f)(cl_command_queue, cl_uint, const cl_event *, cl_event *);
-  if (!f)
-    f = real("clEnqueueBarrierWithWaitList");
+typedef cl_int (*wait_list_fn)(cl_command_queue, cl_uint, const cl_event *, cl_event *);
+
+static cl_int wait_list(const char *what, wait_list_fn *f, const char *name, cl_command_queue q, cl_uint nw,
+                        const cl_event *wl, cl_event *event) {
+  if (!*f) *f = (wait_list_fn)real(name);
   double t0 = now_us();
-  cl_int rc = f(q, nw, wl, event);
-  add("barrier", q, nw, t0, now_us(), NULL);
+  cl_int rc = (*f)(q, nw, wl, event);
+  add(what, q, nw, t0, now_us(), NULL);
   return rc;
 }
 
-cl_int clEnqueueMarkerWithWaitList(cl_command_queue q, cl_uint nw,
-                                   const cl_event *wl, cl_event *event) {
-  static cl_int (*f)(cl_command_queue, cl_uint, const cl_event *, cl_event *);
-  if (!f)
-    f = real("clEnqueueMarkerWithWaitList");
-  double t0 = now_us();
-  cl_int rc = f(q, nw, wl, event);
-  add("marker", q, nw, t0, now_us(), NULL);
-  return rc;
+cl_int clEnqueueBarrierWithWaitList(cl_command_queue q, cl_uint nw, const cl_event *wl, cl_event *event) {
+  static wait_list_fn f;
+  return wait_list("barrier", &f, "clEnqueueBarrierWithWaitList", q, nw, wl, event);
+}
+
+cl_int clEnqueueMarkerWithWaitList(cl_command_queue q, cl_uint nw, const cl_event *wl, cl_event *event) {
+  static wait_list_fn f;
+  return wait_list("marker", &f, "clEnqueueMarkerWithWaitList", q, nw, wl, event);
 }
 
 /* The host's own calls: their times only.  Nothing is resolved here (a
@@ -248,47 +226,44 @@ cl_int clEnqueueMarkerWithWaitList(cl_command_queue q, cl_uint nw,
  * would show as the host's time in the trace): only when a queue is
  * released, at exit, or after a wait once PENDING_MOST events wait. */
 #define PENDING_MOST 65536
-#define HOST_WAIT(what, q, size, call_expr, may_resolve)                       \
-  do {                                                                         \
-    double t0 = now_us();                                                      \
-    cl_int rc = (call_expr);                                                   \
-    double t1 = now_us();                                                      \
-    add(what, q, size, t0, t1, NULL);                                          \
-    if (may_resolve && nrecs - first_pending > PENDING_MOST)                   \
-      resolve();                                                               \
-    return rc;                                                                 \
-  } while (0)
+
+static cl_int host_call(const char *what, cl_command_queue q, size_t size, double t0, cl_int rc, int may_resolve) {
+  add(what, q, size, t0, now_us(), NULL);
+  if (may_resolve && nrecs - first_pending > PENDING_MOST) resolve();
+  return rc;
+}
 
 cl_int clFlush(cl_command_queue q) {
   static cl_int (*f)(cl_command_queue);
-  if (!f)
-    f = real("clFlush");
-  HOST_WAIT("flush", q, 0, f(q), 0);
+  if (!f) f = real("clFlush");
+  const double t0 = now_us();
+  const cl_int rc = f(q);
+  return host_call("flush", q, 0, t0, rc, 0);
 }
 
 cl_int clFinish(cl_command_queue q) {
   static cl_int (*f)(cl_command_queue);
-  if (!f)
-    f = real("clFinish");
-  HOST_WAIT("finish", q, 0, f(q), 1);
+  if (!f) f = real("clFinish");
+  const double t0 = now_us();
+  const cl_int rc = f(q);
+  return host_call("finish", q, 0, t0, rc, 1);
 }
 
 cl_int clWaitForEvents(cl_uint n, const cl_event *evs) {
   static cl_int (*f)(cl_uint, const cl_event *);
-  if (!f)
-    f = real("clWaitForEvents");
-  HOST_WAIT("wait", NULL, n, f(n, evs), 1);
+  if (!f) f = real("clWaitForEvents");
+  const double t0 = now_us();
+  const cl_int rc = f(n, evs);
+  return host_call("wait", NULL, n, t0, rc, 1);
 }
 
 cl_int clReleaseCommandQueue(cl_command_queue q) {
   static cl_int (*f)(cl_command_queue);
-  if (!f)
-    f = real("clReleaseCommandQueue");
+  if (!f) f = real("clReleaseCommandQueue");
   resolve();
   pthread_mutex_lock(&lock);
   int i = queue_index(q);
-  if (i >= 0)
-    queues[i] = NULL; /* its records keep their index */
+  if (i >= 0) queues[i] = NULL; /* its records keep their index */
   pthread_mutex_unlock(&lock);
   return f(q);
 }
