@@ -941,33 +941,50 @@ Test(oracle, the_growth_of_a_chunked_matrix_is_what_its_allocation_makes) {
   bml_devices_free(l);
 }
 
+/* The fallback tests' card: the card under test with the default
+ * tunables, and whether its platform is NVIDIA's. */
+static bml__card *card_for_fallback(bml_devices **l, size_t *i, bool *nvidia) {
+  bml__card *c = card_opened(l, i);
+  bml__card_set_tunables(c, 32, 32, 4, 1);
+  *nvidia = strstr(bml_devices_get(*l, *i)->platform, "NVIDIA") != NULL;
+  return c;
+}
+
+/* c built with the options its flags force on: the build must succeed,
+ * dropping whatever the compiler refuses. */
+static void build_forced(bml__card *c, bml__build *b) {
+  char *log = NULL;
+  cr_assert_eq(bml__card_build(c, false, NULL, b, &log), 0, "%s", log ? log : "");
+  free(log);
+}
+
+static void fallback_done(bml__card *c, bml_devices *l, bml__build *b) {
+  bml__build_release(b);
+  bml__card_close(c);
+  bml_devices_free(l);
+}
+
 /* NVIDIA's driver builds the kernels with PTX's prmt inline; any other
  * compiler that refuses it gets the plain C formulation (the same bits,
  * which the oracle checks), not a failed build. */
 Test(oracle, the_byte_permute_build_is_nvidias_and_a_refusal_falls_back_to_plain_c) {
   size_t i;
   bml_devices *l;
-  bml__card *c = card_opened(&l, &i);
-  bml__card_set_tunables(c, 32, 32, 4, 1);
-  const bool nvidia = strstr(bml_devices_get(l, i)->platform, "NVIDIA") != NULL;
+  bool nvidia;
+  bml__card *c = card_for_fallback(&l, &i, &nvidia);
   cr_expect_eq(c->nvidia_build, nvidia, "NVIDIA's build chosen for \"%s\"", bml_devices_get(l, i)->platform);
   c->nvidia_build = true;
   bml__build b;
-  char *log = NULL;
-  cr_assert_eq(bml__card_build(c, false, NULL, &b, &log), 0, "%s", log ? log : "");
+  build_forced(c, &b);
   if (nvidia) {
-    cr_expect(c->nvidia_build && strstr(b.options, BML_NVIDIA_OPTIONS) != NULL, "%s",
-              b.options);
+    cr_expect(c->nvidia_build && strstr(b.options, BML_NVIDIA_OPTIONS) != NULL, "%s", b.options);
   } else {
     cr_expect(!c->nvidia_build, "the refused option is still chosen");
     cr_expect(strstr(b.options, "BML_PRMT") == NULL && strstr(b.options, "BML_RING") == NULL &&
                   strstr(b.options, "BML_D0HALF") == NULL,
               "built with %s", b.options);
   }
-  bml__build_release(&b);
-  free(log);
-  bml__card_close(c);
-  bml_devices_free(l);
+  fallback_done(c, l, &b);
 }
 
 /* The TMA's copies are NVIDIA's build's on compute capability 9.0 and
@@ -977,16 +994,13 @@ Test(oracle, the_byte_permute_build_is_nvidias_and_a_refusal_falls_back_to_plain
 Test(oracle, the_tma_build_is_hoppers_and_a_refusal_falls_back) {
   size_t i;
   bml_devices *l;
-  bml__card *c = card_opened(&l, &i);
-  bml__card_set_tunables(c, 32, 32, 4, 1);
-  const bml_device *d = bml_devices_get(l, i);
-  const bool nvidia = strstr(d->platform, "NVIDIA") != NULL;
-  cr_expect(!c->nvidia_tma || nvidia, "the TMA chosen for \"%s\"", d->platform);
+  bool nvidia;
+  bml__card *c = card_for_fallback(&l, &i, &nvidia);
+  cr_expect(!c->nvidia_tma || nvidia, "the TMA chosen for \"%s\"", bml_devices_get(l, i)->platform);
   const bool hopper = c->nvidia_tma;
   c->nvidia_build = c->nvidia_tma = true;
   bml__build b;
-  char *log = NULL;
-  cr_assert_eq(bml__card_build(c, false, NULL, &b, &log), 0, "%s", log ? log : "");
+  build_forced(c, &b);
   if (hopper) {
     cr_expect(c->nvidia_tma && strstr(b.options, BML_NVIDIA_TMA_OPTION) != NULL, "%s", b.options);
   } else {
@@ -994,10 +1008,7 @@ Test(oracle, the_tma_build_is_hoppers_and_a_refusal_falls_back) {
     cr_expect(strstr(b.options, "BML_TMA_SRC") == NULL, "built with %s", b.options);
     cr_expect_eq(c->nvidia_build, nvidia, "NVIDIA's other options kept where taken: %s", b.options);
   }
-  bml__build_release(&b);
-  free(log);
-  bml__card_close(c);
-  bml_devices_free(l);
+  fallback_done(c, l, &b);
 }
 
 /* Planning needs no device: a card's table shapes and matrices' chunks. */
