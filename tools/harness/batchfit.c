@@ -72,11 +72,13 @@ int main(int argc, char **argv) {
     return 2;
   }
   const char *only = getenv("BATCHFIT_K");
-  const int one[] = {only ? atoi(only) : 0};
-  if (only && (one[0] < 1 || one[0] > MOST)) {
-    fprintf(stderr, "batchfit: BATCHFIT_K is 1 to %d\n", MOST);
+  char *end = NULL;
+  const long asked = only ? strtol(only, &end, 10) : 0;
+  if (only && (end == only || *end != '\0' || asked < 1 || asked > MOST)) {
+    fprintf(stderr, "batchfit: BATCHFIT_K=\"%s\": a whole number, 1 to %d\n", only, MOST);
     return 2;
   }
+  const int one[] = {(int)asked};
   bml_pool *pool = NULL;
   bml_worker *w = NULL;
   int rc = bml_pool_open(0, &pool);

@@ -233,20 +233,23 @@ static cl_int host_call(const char *what, cl_command_queue q, size_t size, doubl
   return rc;
 }
 
-cl_int clFlush(cl_command_queue q) {
-  static cl_int (*f)(cl_command_queue);
-  if (!f) f = real("clFlush");
+typedef cl_int (*queue_fn)(cl_command_queue);
+
+static cl_int queue_call(const char *what, queue_fn *f, const char *name, cl_command_queue q, int may_resolve) {
+  if (!*f) *f = (queue_fn)real(name);
   const double t0 = now_us();
-  const cl_int rc = f(q);
-  return host_call("flush", q, 0, t0, rc, 0);
+  const cl_int rc = (*f)(q);
+  return host_call(what, q, 0, t0, rc, may_resolve);
+}
+
+cl_int clFlush(cl_command_queue q) {
+  static queue_fn f;
+  return queue_call("flush", &f, "clFlush", q, 0);
 }
 
 cl_int clFinish(cl_command_queue q) {
-  static cl_int (*f)(cl_command_queue);
-  if (!f) f = real("clFinish");
-  const double t0 = now_us();
-  const cl_int rc = f(q);
-  return host_call("finish", q, 0, t0, rc, 1);
+  static queue_fn f;
+  return queue_call("finish", &f, "clFinish", q, 1);
 }
 
 cl_int clWaitForEvents(cl_uint n, const cl_event *evs) {
