@@ -66,19 +66,19 @@ static int queue_index(cl_command_queue q) {
   return -1;
 }
 
-static void add(const char *what, cl_command_queue q, size_t size, double call, double ret, cl_event ev) {
+/* Records a command; returns how many records wait to be resolved (read
+ * under the lock, as another thread may be adding or resolving). */
+static size_t add(const char *what, cl_command_queue q, size_t size, double call, double ret, cl_event ev) {
   pthread_mutex_lock(&lock);
   if (nrecs == caprecs) {
     size_t cap = caprecs ? 2 * caprecs : 4096;
     record *r = realloc(recs, cap * sizeof *r);
-    if (!r) {
-      pthread_mutex_unlock(&lock);
-      return;
-    }
-    recs = r, caprecs = cap;
+    if (r) recs = r, caprecs = cap;
   }
-  recs[nrecs++] = (record){what, q ? queue_index(q) : -1, size, call, ret, ev, {0, 0, 0, 0}};
+  if (nrecs < caprecs) recs[nrecs++] = (record){what, q ? queue_index(q) : -1, size, call, ret, ev, {0, 0, 0, 0}};
+  const size_t pending = nrecs - first_pending;
   pthread_mutex_unlock(&lock);
+  return pending;
 }
 
 /* The times of every command whose event is complete; the event released. */
@@ -123,6 +123,7 @@ __attribute__((destructor)) static void write_trace(void) {
   fputs("# what queue size call_us return_us queued_us submit_us start_us "
         "end_us (the last four on the card's clock)\n",
         f);
+  pthread_mutex_lock(&lock); /* a thread of the program's may still enqueue */
   for (size_t i = 0; i < nrecs; i++) {
     const record *r = &recs[i];
     fprintf(f, "%s %d %zu %.1f %.1f", r->what, r->queue, r->size, r->call, r->ret);
@@ -133,6 +134,7 @@ __attribute__((destructor)) static void write_trace(void) {
       fputs(" - - - -", f);
     fputc('\n', f);
   }
+  pthread_mutex_unlock(&lock);
   fclose(f);
 }
 
@@ -228,8 +230,7 @@ cl_int clEnqueueMarkerWithWaitList(cl_command_queue q, cl_uint nw, const cl_even
 #define PENDING_MOST 65536
 
 static cl_int host_call(const char *what, cl_command_queue q, size_t size, double t0, cl_int rc, int may_resolve) {
-  add(what, q, size, t0, now_us(), NULL);
-  if (may_resolve && nrecs - first_pending > PENDING_MOST) resolve();
+  if (add(what, q, size, t0, now_us(), NULL) > PENDING_MOST && may_resolve) resolve();
   return rc;
 }
 
