@@ -213,4 +213,13 @@ uint64_t bml__mem_available(void);
 /* Monotonic clock in seconds. */
 double bml__now(void);
 
+/* One step of a spin loop: the CPU's pause hint, where it has one. */
+static inline void bml__cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  __asm__ __volatile__("yield");
+#endif
+}
+
 #endif /* BML_INTERNAL_H */

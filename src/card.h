@@ -212,14 +212,21 @@ uint64_t bml__card_matrix_growth(const bml__card *c, size_t rows, size_t n, bool
 size_t bml__card_matrix_chunks(const bml__card *c, size_t rows, size_t n);
 void bml__card_matrix_free(bml__card *c, bml__card_matrix *m); /* NULL-safe, leaves m zeroed */
 
-/* A device buffer with its host staging, grown as needed: the activations
- * of a batch go in one, the results come out of another. */
+/* A buffer the card reads or writes and the host fills or reads, grown as
+ * needed: the activations of a batch go in one, the results come out of
+ * another.  Staged (the default): a device buffer and its host staging,
+ * copied by commands.  Zero-copy: one buffer in driver-allocated host memory
+ * that the kernels use directly and the host reads and writes through its
+ * mapping, kept mapped while b lives -- no copy commands at all.  OpenCL
+ * leaves a mapped buffer used by a kernel undefined, so zero-copy is used
+ * only where the worker has checked it on the card (doc/WORKER.md). */
 typedef struct {
-  cl_mem buf;
-  cl_mem pin;  /* the staging: driver-allocated (pinned) host memory, mapped while b lives */
-  void *host;  /* pin's mapping: copies to and from it are DMA, not staged through pageable memory */
+  cl_mem buf;  /* what kernels use: a device buffer, or (zero_copy) the host-allocated one */
+  cl_mem pin;  /* the staging: driver-allocated (pinned) host memory, mapped while b lives; NULL when zero_copy */
+  void *host;  /* the mapping (of pin, or of buf): copies to and from it are DMA, not staged through pageable memory */
   cl_command_queue queue_for_unmap;
   size_t size;
+  bool zero_copy; /* the mode: set before the first reserve; kept by free */
 } bml__card_buf;
 
 /* Bytes one repacked activation of n takes (a multiple of 64). */
@@ -227,16 +234,21 @@ size_t bml__card_act_bytes(size_t n);
 /* Writes the activation as the kernels read it into dst (bml__card_act_bytes(n)). */
 void bml__card_act_repack(const bml_block_q8_0 *act, size_t n, void *dst);
 
-/* Makes b hold at least `bytes` (its contents are lost when it grows).
- * Returns 0, BML_ENOMEM or an OpenCL error. */
+/* Makes b hold at least `bytes` (its contents are lost when it grows), in
+ * its mode.  Returns 0, BML_ENOMEM or an OpenCL error. */
 int bml__card_buf_reserve(bml__card *c, bml__card_buf *b, size_t bytes);
 /* The size bml__card_buf_reserve gives a buffer asked for bytes (whole 4 KiB pages). */
 uint64_t bml__card_buf_size(uint64_t bytes);
-/* Enqueues host -> device (write) or device -> host (read) of the first
- * `bytes`, non-blocking.  Returns 0 or an OpenCL error. */
+/* Enqueues host -> device (write) or device -> host (read) of `bytes` from
+ * byte `at` on queue q, non-blocking, with an event in *ev when ev is not
+ * NULL; a zero-copy buffer needs no copy: nothing is enqueued (and *ev is
+ * NULL).  Returns 0 or an OpenCL error. */
+int bml__card_buf_write_on(cl_command_queue q, bml__card_buf *b, size_t at, size_t bytes, cl_event *ev);
+int bml__card_buf_read_on(cl_command_queue q, bml__card_buf *b, size_t at, size_t bytes, cl_event *ev);
+/* The same for the first `bytes` on c's own queue, with no event. */
 int bml__card_buf_write(bml__card *c, bml__card_buf *b, size_t bytes);
 int bml__card_buf_read(bml__card *c, bml__card_buf *b, size_t bytes);
-void bml__card_buf_free(bml__card_buf *b); /* NULL-safe, leaves b zeroed */
+void bml__card_buf_free(bml__card_buf *b); /* NULL-safe, leaves b empty in its mode */
 /* Fills the first `bytes` (a multiple of 4) of b on the card with FLT_MAX
  * and its staging with -FLT_MAX, finished on return: a kernel that writes
  * nothing, or a read that never happens, then shows (the oracle).
@@ -257,11 +269,12 @@ int bml__card_mat_vec_enqueue_on(bml__card *c, cl_command_queue q, const bml__bu
 
 /* Enqueues batched kernel k on queue q over ndesc products of one slab,
  * whose records are at byte desc_off of act (copied in with the
- * activations) and need `groups` work-groups in all (bml__card_groups).
- * Returns 0 or an OpenCL error. */
+ * activations) and need `groups` work-groups in all (bml__card_groups),
+ * with the launch's event in *ev when ev is not NULL.  Returns 0 or an
+ * OpenCL error. */
 int bml__card_batched_enqueue(bml__card *c, cl_command_queue q, const bml__build *b, bml__batched_id k, size_t slab,
                               const bml__card_buf *act, size_t desc_off, size_t ndesc, size_t groups,
-                              const bml__card_buf *out);
+                              const bml__card_buf *out, cl_event *ev);
 /* Work-groups batched kernel k needs for `rows` rows. */
 size_t bml__card_groups(const bml__card *c, bml__batched_id k, size_t rows);
 

@@ -171,11 +171,16 @@ int bml__card_buf_reserve(bml__card *c, bml__card_buf *b, size_t bytes) {
   bml__card_buf_free(b);
   bytes = (size_t)bml__card_buf_size(bytes);
   cl_int rc = CL_SUCCESS;
-  BML_CL_TRY(BML_CAT_WORKER, rc, (b->buf = create_buffer(c, CL_MEM_READ_WRITE, bytes, &rc), rc));
-  BML_CL_TRY(BML_CAT_WORKER, rc, (b->pin = create_buffer(c, CL_MEM_READ_WRITE | CL_MEM_ALLOC_HOST_PTR, bytes, &rc), rc));
+  if (b->zero_copy) {
+    BML_CL_TRY(BML_CAT_WORKER, rc, (b->buf = create_buffer(c, CL_MEM_READ_WRITE | CL_MEM_ALLOC_HOST_PTR, bytes, &rc), rc));
+  } else {
+    BML_CL_TRY(BML_CAT_WORKER, rc, (b->buf = create_buffer(c, CL_MEM_READ_WRITE, bytes, &rc), rc));
+    BML_CL_TRY(BML_CAT_WORKER, rc, (b->pin = create_buffer(c, CL_MEM_READ_WRITE | CL_MEM_ALLOC_HOST_PTR, bytes, &rc), rc));
+  }
   b->queue_for_unmap = c->queue;
-  BML_CL_TRY(BML_CAT_WORKER, rc, (b->host = clEnqueueMapBuffer(c->queue, b->pin, CL_TRUE, CL_MAP_READ | CL_MAP_WRITE, 0,
-                                                                bytes, 0, NULL, NULL, &rc), rc));
+  BML_CL_TRY(BML_CAT_WORKER, rc, (b->host = clEnqueueMapBuffer(c->queue, b->zero_copy ? b->buf : b->pin, CL_TRUE,
+                                                                CL_MAP_READ | CL_MAP_WRITE, 0, bytes, 0, NULL, NULL, &rc),
+                                  rc));
   b->size = bytes;
   return 0;
 fail:
@@ -183,17 +188,32 @@ fail:
   return rc;
 }
 
+int bml__card_buf_write_on(cl_command_queue q, bml__card_buf *b, size_t at, size_t bytes, cl_event *ev) {
+  if (ev) *ev = NULL;
+  if (b->zero_copy) return 0;
+  return clEnqueueWriteBuffer(q, b->buf, CL_FALSE, at, bytes, (char *)b->host + at, 0, NULL, ev);
+}
+
+int bml__card_buf_read_on(cl_command_queue q, bml__card_buf *b, size_t at, size_t bytes, cl_event *ev) {
+  if (ev) *ev = NULL;
+  if (b->zero_copy) return 0;
+  return clEnqueueReadBuffer(q, b->buf, CL_FALSE, at, bytes, (char *)b->host + at, 0, NULL, ev);
+}
+
 int bml__card_buf_write(bml__card *c, bml__card_buf *b, size_t bytes) {
-  return clEnqueueWriteBuffer(c->queue, b->buf, CL_FALSE, 0, bytes, b->host, 0, NULL, NULL);
+  return bml__card_buf_write_on(c->queue, b, 0, bytes, NULL);
 }
 
 int bml__card_buf_read(bml__card *c, bml__card_buf *b, size_t bytes) {
-  return clEnqueueReadBuffer(c->queue, b->buf, CL_FALSE, 0, bytes, b->host, 0, NULL, NULL);
+  return bml__card_buf_read_on(c->queue, b, 0, bytes, NULL);
 }
 
 int bml__card_buf_poison(bml__card *c, bml__card_buf *b, size_t bytes) {
   const uint32_t on_card = 0x7f7fffffu, staged = 0xff7fffffu; /* FLT_MAX, -FLT_MAX */
-  for (size_t i = 0; i < bytes / 4; i++) memcpy((char *)b->host + 4 * i, &staged, 4);
+  /* zero-copy: one memory, which the card writes and the host reads */
+  const uint32_t host = b->zero_copy ? on_card : staged;
+  for (size_t i = 0; i < bytes / 4; i++) memcpy((char *)b->host + 4 * i, &host, 4);
+  if (b->zero_copy) return 0;
   cl_int rc = clEnqueueFillBuffer(c->queue, b->buf, &on_card, sizeof on_card, 0, bytes, 0, NULL, NULL);
   return rc == CL_SUCCESS ? clFinish(c->queue) : rc;
 }
@@ -202,13 +222,16 @@ int bml__card_buf_poison(bml__card *c, bml__card_buf *b, size_t bytes) {
  * their buffers before they close the card. */
 void bml__card_buf_free(bml__card_buf *b) {
   if (!b) return;
+  cl_mem mapped = b->zero_copy ? b->buf : b->pin;
   if (b->host && b->queue_for_unmap) {
-    clEnqueueUnmapMemObject(b->queue_for_unmap, b->pin, b->host, 0, NULL, NULL);
+    clEnqueueUnmapMemObject(b->queue_for_unmap, mapped, b->host, 0, NULL, NULL);
     clFinish(b->queue_for_unmap);
   }
   if (b->pin) clReleaseMemObject(b->pin);
   if (b->buf) clReleaseMemObject(b->buf);
+  const bool zero_copy = b->zero_copy;
   memset(b, 0, sizeof *b);
+  b->zero_copy = zero_copy;
 }
 
 /* ---- launches ----------------------------------------------------------------------- */
@@ -394,7 +417,7 @@ size_t bml__batch_plan(const bml__card *c, const bml__batch_item *items, size_t 
 
 int bml__card_batched_enqueue(bml__card *c, cl_command_queue q, const bml__build *b, bml__batched_id k, size_t slab,
                               const bml__card_buf *act, size_t desc_off, size_t ndesc, size_t groups,
-                              const bml__card_buf *out) {
+                              const bml__card_buf *out, cl_event *ev) {
   cl_int rc = CL_SUCCESS;
   cl_kernel kern = b->batched[k];
   const bml__slab *s = &c->slabs[slab];
@@ -406,7 +429,7 @@ int bml__card_batched_enqueue(bml__card *c, cl_command_queue q, const bml__build
   BML_CL_TRY(BML_CAT_WORKER, rc, clSetKernelArg(kern, 3, sizeof doff, &doff));
   BML_CL_TRY(BML_CAT_WORKER, rc, clSetKernelArg(kern, 4, sizeof nd, &nd));
   BML_CL_TRY(BML_CAT_WORKER, rc, clSetKernelArg(kern, 5, sizeof(cl_mem), &out->buf));
-  BML_CL_TRY(BML_CAT_WORKER, rc, clEnqueueNDRangeKernel(q, kern, 1, NULL, &global, &local, 0, NULL, NULL));
+  BML_CL_TRY(BML_CAT_WORKER, rc, clEnqueueNDRangeKernel(q, kern, 1, NULL, &global, &local, 0, NULL, ev));
 fail:
   return rc;
 }

@@ -378,7 +378,7 @@ static int run_batch(card_state *cs, bml__batched_id k, batch_case *bc, size_t n
     for (size_t i = 0; rc == 0 && i < nruns; i++)
       rc = bml__card_batched_enqueue(cs->card, cs->card->queue, cs->build, k, runs[i].slab, &cs->act,
                                      act_bytes + runs[i].first * sizeof(bml__desc), runs[i].count, runs[i].groups,
-                                     &cs->out);
+                                     &cs->out, NULL);
     if (rc == 0) rc = bml__card_buf_read(cs->card, &cs->out, out_rows * sizeof(float));
     if (rc == 0) rc = clFinish(cs->card->queue);
     if (rc == 0) memcpy(got, cs->out.host, out_rows * sizeof(float));

@@ -38,6 +38,10 @@
 /* The round trip's product: next to no work. */
 #define CAL_TRIP_ROWS 64
 #define MIN_SHARE 0.02
+/* How long a wait for the card polls its event before it sleeps: a
+ * decode's group comes back in tens of microseconds, and a sleep's wake
+ * costs more than that (choose_transfers). */
+#define WAIT_SPIN 1e-3
 
 /* One matrix of a group. */
 typedef struct {
@@ -124,7 +128,10 @@ typedef struct {
 typedef struct {
   uint64_t submissions;
   uint64_t launches; /* kernel launches on the card (a batched one computes many products) */
-  double enqueue; /* planning, repacking activations, the copies in, the launches and reads enqueued */
+  double enqueue; /* plan + upload + launch: all of the card's part before the CPU's */
+  double plan;    /* the groups planned, their matrices found (or uploaded), the launches laid out */
+  double upload;  /* the activations repacked and their copies in enqueued */
+  double launch;  /* the launches, the copies out and the flushes enqueued */
   double cpu;     /* the CPU's rows */
   double wait;    /* waiting for the card once the CPU was done */
   double copy;    /* the card's results into the products' outputs */
@@ -161,6 +168,7 @@ struct bml_worker {
   size_t nkinds; /* kinds known, at most KINDS_MAX */
   double cpu_rate; /* the CPU's weights a second, as last measured (0: not yet) */
   double round_trip; /* the card's seconds for a product of next to no work (0: not measured) */
+  double wait_spin;  /* how long a wait for the card polls its event before it sleeps (seconds) */
   bml_product single; /* the product of bml_worker_begin */
   size_t *card_rows, card_rows_cap;
   group *groups;
@@ -231,15 +239,37 @@ static int reserve(void **p, size_t *cap, size_t need, size_t size) {
 
 /* ---- matrices and shapes -------------------------------------------------------- */
 
-/* A staging buffer is a buffer on the card and its pinned copy in host
- * memory: on an integrated card both are the RAM the limit counts. */
-static uint64_t staging_copies(const bml_worker *w) { return w->limiter.integrated ? 2 : 1; }
+/* What the limiter counts of a staging buffer b of `bytes`: a staged one
+ * is a buffer on the card and its pinned copy in host memory (on an
+ * integrated card both are the RAM the limit counts), a zero-copy one a
+ * single buffer. */
+static uint64_t staging_bytes(const bml_worker *w, const bml__card_buf *b, uint64_t bytes) {
+  return (!b->zero_copy && w->limiter.integrated ? 2 : 1) * bytes;
+}
 
 /* What the limiter counts as held: the slabs and a submission's staging on
  * the card (activations in, results out). */
 static void sync_allocated(bml_worker *w) {
-  w->limiter.allocated =
-      (w->card ? bml__card_slab_bytes(w->card) : 0) + staging_copies(w) * (w->acts.size + w->outs.size);
+  w->limiter.allocated = (w->card ? bml__card_slab_bytes(w->card) : 0) + staging_bytes(w, &w->acts, w->acts.size) +
+                         staging_bytes(w, &w->outs, w->outs.size);
+}
+
+/* Sets how the activations go in and the results come back: zero-copy
+ * (the kernels use host memory the host fills and reads) or copies; the
+ * buffers of a mode left are freed (the next submission makes new ones). */
+static void set_buffers(bml_worker *w, bool acts_zero_copy, bool outs_zero_copy) {
+  if (w->acts.zero_copy != acts_zero_copy) bml__card_buf_free(&w->acts), w->acts.zero_copy = acts_zero_copy;
+  if (w->outs.zero_copy != outs_zero_copy) bml__card_buf_free(&w->outs), w->outs.zero_copy = outs_zero_copy;
+  sync_allocated(w);
+}
+
+/* "zero-copy", "copies" or which of the two is zero-copy: how w's
+ * activations and results reach the card and come back. */
+static const char *buffers_name(const bml_worker *w) {
+  return w->acts.zero_copy && w->outs.zero_copy ? "zero-copy"
+         : w->acts.zero_copy                    ? "zero-copy activations"
+         : w->outs.zero_copy                    ? "zero-copy results"
+                                                : "copies";
 }
 
 /* Whether a submission's launches are batched, with records before the
@@ -258,7 +288,8 @@ static uint64_t staging_in_bytes(const bml_worker *w, uint64_t act, uint64_t nre
  * replaces a buffer that is too small). */
 static uint64_t staging_growth(const bml_worker *w, uint64_t in_bytes, uint64_t out_rows) {
   const uint64_t a = bml__card_buf_size(in_bytes), o = bml__card_buf_size(out_rows * sizeof(float));
-  return staging_copies(w) * ((a > w->acts.size ? a - w->acts.size : 0) + (o > w->outs.size ? o - w->outs.size : 0));
+  return staging_bytes(w, &w->acts, a > w->acts.size ? a - w->acts.size : 0) +
+         staging_bytes(w, &w->outs, o > w->outs.size ? o - w->outs.size : 0);
 }
 
 /* Frees the matrix's card buffers (to upload it again with another split:
@@ -732,14 +763,19 @@ static int plan_launches(bml_worker *w, submission *s, size_t nrec, bml__desc *d
   return 0;
 }
 
-/* Enqueues the read of rb's results on queue q, non-blocking, with an event. */
+/* Enqueues the read of rb's results on queue q, non-blocking, with an
+ * event; with zero-copy results there is none to make (the launch's event
+ * stands for it). */
 static int read_back(bml_worker *w, cl_command_queue q, readback *rb) {
-  return clEnqueueReadBuffer(q, w->outs.buf, CL_FALSE, rb->at * sizeof(float), rb->len * sizeof(float),
-                             (float *)w->outs.host + rb->at, 0, NULL, &rb->done);
+  cl_event ev = NULL;
+  int rc = bml__card_buf_read_on(q, &w->outs, rb->at * sizeof(float), rb->len * sizeof(float), &ev);
+  if (ev) rb->done = ev;
+  return rc;
 }
 
 static void release_reads(submission *s) {
-  for (size_t i = 0; i < s->nreads; i++) clReleaseEvent(s->reads[i].done);
+  for (size_t i = 0; i < s->nreads; i++)
+    if (s->reads[i].done) clReleaseEvent(s->reads[i].done);
   s->nreads = 0;
   s->reads_done = 0;
 }
@@ -761,7 +797,8 @@ static int launch_each(bml_worker *w, submission *s, cl_command_queue *q, size_t
                                       g->act_off, &w->outs, g->out_off);
     if (rc == 0 && ++launched % 8 == 0) rc = clFlush(on);
   }
-  /* the read, on the main queue, waits for the side queues' launches */
+  /* the read (or, with zero-copy results, a marker: the event to wait
+   * for), on the main queue, waits for the side queues' launches */
   cl_event done[BML_MAX_QUEUES] = {NULL};
   for (size_t i = 1; rc == 0 && i < nq; i++) rc = clEnqueueMarkerWithWaitList(q[i], 0, NULL, &done[i - 1]);
   if (rc == 0 && nq > 1) rc = clEnqueueBarrierWithWaitList(c->queue, (cl_uint)(nq - 1), done, NULL);
@@ -772,6 +809,7 @@ static int launch_each(bml_worker *w, submission *s, cl_command_queue *q, size_t
     readback *rb = &s->reads[0];
     *rb = (readback){0, s->npieces, 0, out_rows, NULL};
     rc = read_back(w, c->queue, rb);
+    if (rc == 0 && !rb->done) rc = clEnqueueMarkerWithWaitList(c->queue, 0, NULL, &rb->done);
     if (rc == 0) s->nreads = 1;
   }
   return rc;
@@ -785,16 +823,21 @@ static int launch_each(bml_worker *w, submission *s, cl_command_queue *q, size_t
  * the rest while it computes.  The records lie before the activations and
  * go in with the first prefix.  With several queues the copies in have the
  * main queue to themselves (behind no launch) and the launches and reads
- * go round the side queues, each waiting for the copy it needs; every
- * command is flushed as it is enqueued. */
+ * go round the side queues, each waiting for the copy it needs.  A copy in
+ * is flushed at once where launches follow it (the card copies while the
+ * host enqueues them), each launch and its read as they are enqueued: a
+ * batch of one launch (a decode's group) is one flush.  Zero-copy
+ * activations or results have no copy in or read to enqueue: the kernels
+ * read and write the host's memory, and a launch's own event marks its
+ * results ready. */
 static int launch_batched(bml_worker *w, submission *s, cl_command_queue *q, size_t nq, size_t launches) {
   bml__card *c = w->card;
   const bml__desc *desc = w->acts.host;
-  char *host = w->acts.host;
   cl_event in = NULL;                      /* the latest copy in (with side queues) */
   size_t copied = 0, next = 0;             /* bytes copied in; the first group not yet repacked */
   size_t waited[BML_MAX_QUEUES] = {0};     /* bytes of the copy in each queue has waited for */
   int rc = 0;
+  double up = 0, t = bml__now();
   s->reads = w->reads;
   for (size_t i = 0; rc == 0 && i < launches; i++) {
     const bml__batch_run *run = &w->runs[i];
@@ -806,32 +849,36 @@ static int launch_batched(bml_worker *w, submission *s, cl_command_queue *q, siz
     if (need > copied) {
       size_t last = next;
       while (last < s->ngroups && (!s->groups[last].e || s->groups[last].act_off < need)) last++;
+      const double t0 = bml__now();
       repack_acts(w, s, next, last, need - copied);
       next = last;
       if (in) clReleaseEvent(in), in = NULL;
-      rc = clEnqueueWriteBuffer(c->queue, w->acts.buf, CL_FALSE, copied, need - copied, host + copied, 0, NULL,
-                                nq > 1 ? &in : NULL);
-      if (rc == 0) rc = clFlush(c->queue);
+      rc = bml__card_buf_write_on(c->queue, &w->acts, copied, need - copied, nq > 1 ? &in : NULL);
+      if (rc == 0 && (i + 1 < launches || in)) rc = clFlush(c->queue); /* in: another queue waits for it */
       copied = need;
+      up += bml__now() - t0;
     }
     const size_t qi = nq > 1 ? 1 + i % (nq - 1) : 0;
-    if (rc == 0 && qi != 0 && waited[qi] < copied) {
+    if (rc == 0 && qi != 0 && in && waited[qi] < copied) {
       rc = clEnqueueBarrierWithWaitList(q[qi], 1, &in, NULL);
       waited[qi] = copied;
     }
     if (rc == 0 && w->hooks.fail_launch > 0 && (size_t)w->hooks.fail_launch == i + 1)
       w->hooks.fail_launch = 0, rc = CL_OUT_OF_RESOURCES;
-    if (rc == 0)
-      rc = bml__card_batched_enqueue(c, q[qi], &w->build, run->kind, run->slab, &w->acts,
-                                     run->first * sizeof(bml__desc), run->count, run->groups, &w->outs);
     readback *rb = &s->reads[i];
     *rb = (readback){run->first, run->count, s->pieces[run->first].at, 0, NULL};
     for (size_t k = run->first; k < run->first + run->count; k++) rb->len += s->pieces[k].rows;
+    if (rc == 0)
+      rc = bml__card_batched_enqueue(c, q[qi], &w->build, run->kind, run->slab, &w->acts,
+                                     run->first * sizeof(bml__desc), run->count, run->groups, &w->outs,
+                                     w->outs.zero_copy ? &rb->done : NULL);
     if (rc == 0) rc = read_back(w, q[qi], rb);
-    if (rc == 0) s->nreads++;
+    if (rb->done) s->nreads++;
     if (rc == 0) rc = clFlush(q[qi]);
   }
   if (in) clReleaseEvent(in);
+  w->time.upload += up;
+  w->time.launch += bml__now() - t - up;
   return rc;
 }
 
@@ -874,6 +921,7 @@ static int enqueue_groups(bml_worker *w, submission *s) {
   } else {
     for (size_t i = 0; i < s->ngroups; i++) launches += s->groups[i].e != NULL;
   }
+  w->time.plan += bml__now() - t_plan;
   bml__card *c = w->card;
   /* batched, several launches: the main queue for the copies in and the
    * side queues for the launches; else the launches round all queues */
@@ -889,14 +937,16 @@ static int enqueue_groups(bml_worker *w, submission *s) {
   } else if (rc == 0) {
     repack_acts(w, s, 0, s->ngroups, act_bytes);
     cl_event copied_in = NULL;
-    rc = clEnqueueWriteBuffer(c->queue, w->acts.buf, CL_FALSE, 0, in_bytes, w->acts.host, 0, NULL,
-                              nq > 1 ? &copied_in : NULL);
-    for (size_t i = 1; rc == 0 && i < nq; i++) rc = clEnqueueBarrierWithWaitList(q[i], 1, &copied_in, NULL);
+    rc = bml__card_buf_write_on(c->queue, &w->acts, 0, in_bytes, nq > 1 ? &copied_in : NULL);
+    for (size_t i = 1; rc == 0 && copied_in && i < nq; i++) rc = clEnqueueBarrierWithWaitList(q[i], 1, &copied_in, NULL);
     if (copied_in) clReleaseEvent(copied_in);
+    double t_up = bml__now();
+    w->time.upload += t_up - t_launch;
     if (rc == 0) rc = launch_each(w, s, q, nq, out_rows);
+    for (size_t i = 0; rc == 0 && i < nq; i++) rc = clFlush(q[i]);
+    w->time.launch += bml__now() - t_up;
   }
   double t_end = bml__now();
-  for (size_t i = 0; rc == 0 && i < nq; i++) rc = clFlush(q[i]);
   if (s->count >= 64) /* a model's token: where the host's time goes */
     bml__debug(BML_CAT_WORKER, "batch of %zu: plan %.1f us, %zu launches with their copies in and reads %.1f us",
                s->count, (t_launch - t_plan) * 1e6, launches, (t_end - t_launch) * 1e6);
@@ -924,6 +974,7 @@ static int start(bml_worker *w, submission *s) {
   int rc = plan(w, s);
   if (rc != 0) return rc;
   s->dispatch_time = bml__now();
+  w->time.plan += s->dispatch_time - s->begin_time;
   rc = enqueue_groups(w, s);
   s->ready_time = bml__now();
   w->time.submissions++;
@@ -996,6 +1047,27 @@ static bool card_done(submission *s) {
   return s->nreads > 0;
 }
 
+/* Waits for ev, polling its status for up to `spin` seconds before it
+ * sleeps in clWaitForEvents: a decode's group comes back within tens of
+ * microseconds, less than a sleep's wake-up takes, and the calling thread
+ * has nothing else to do (it costs that thread's CPU for at most `spin`).
+ * *was_done: the event was complete at the first look.  Returns
+ * CL_SUCCESS, or the error the command ended with or the wait gave. */
+static cl_int wait_event(cl_event ev, double spin, bool *was_done) {
+  const double until = spin > 0 ? bml__now() + spin : 0;
+  for (unsigned i = 0;; i++) {
+    cl_int state = CL_QUEUED;
+    const cl_int rc = clGetEventInfo(ev, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof state, &state, NULL);
+    if (rc != CL_SUCCESS) return rc;
+    if (state < 0) return state; /* the command failed */
+    if (i == 0) *was_done = state == CL_COMPLETE;
+    if (state == CL_COMPLETE) return CL_SUCCESS;
+    if (spin <= 0 || bml__now() > until) break;
+    bml__cpu_relax();
+  }
+  return clWaitForEvents(1, &ev);
+}
+
 /* What a submission that ran teaches: the CPU's rate, and the balance of
  * its shape or kind (unless the share is fixed).  t_card: from the
  * dispatch to the card's last result (card_first: it finished first and
@@ -1043,11 +1115,12 @@ static int complete(bml_worker *w, submission *s) {
      * the limiter; the copies out in between are the host's time) */
     double waited = 0, copied = 0, busy = bml__now();
     for (size_t r = 0; err == CL_SUCCESS && r < s->nreads; r++) {
-      cl_int state = CL_QUEUED;
-      clGetEventInfo(s->reads[r].done, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof state, &state, NULL);
+      bool was_done = false;
       double t0 = bml__now();
-      err = clWaitForEvents(1, &s->reads[r].done);
+      err = w->hooks.fail_waits > 0 ? (w->hooks.fail_waits--, CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST)
+                                    : wait_event(s->reads[r].done, w->wait_spin, &was_done);
       double t = bml__now();
+      const cl_int state = was_done ? CL_COMPLETE : CL_QUEUED;
       waited += t - t0;
       if (state != CL_COMPLETE) busy = t;
       if (err == CL_SUCCESS) {
@@ -1394,6 +1467,19 @@ typedef struct {
 
 static void check_free(batch_check *b) { free(b->wts), free(b->acts), free(b->want), free(b->got); }
 
+/* The check's products again, a batch a group (its products that share an
+ * activation) as a decode submits them: each group one launch, its
+ * results awaited before the next.  Returns 0 or an error of a batch. */
+static int round_trips(bml_worker *t, batch_check *b, size_t rows) {
+  memset(b->got, 0xff, rows * sizeof *b->got);
+  int rc = 0;
+  for (size_t i = 0, j; rc == 0 && i < CHECK_PRODUCTS; i = j) {
+    for (j = i + 1; j < CHECK_PRODUCTS && b->p[j].act == b->p[i].act; j++) continue;
+    rc = bml_worker_mat_vec_batch(t, b->p + i, j - i);
+  }
+  return rc;
+}
+
 /* The check's products: random weights and activations (-128 quants among
  * them) in the first layer, layer-shaped ones in the second; the CPU
  * kernel's results in b->want. */
@@ -1451,6 +1537,7 @@ static int check_round(bml_worker *w, batch_check *b, unsigned round, char *why,
     if (!t) return BML_ENOMEM;
     t->pool = w->pool, t->card = w->card, t->build = w->build, t->device = w->device;
     t->share = 1.0, t->share_fixed = true;
+    t->acts.zero_copy = w->acts.zero_copy, t->outs.zero_copy = w->outs.zero_copy, t->wait_spin = w->wait_spin;
     atomic_flag_clear(&t->driving);
     bml__limiter_init(&t->limiter, 1.0, w->card->global_mem, w->card->host_unified);
     t->hooks.kernel = kernels[k];
@@ -1461,20 +1548,24 @@ static int check_round(bml_worker *w, batch_check *b, unsigned round, char *why,
     const double t0 = bml__now();
     rc = bml_worker_mat_vec_batch(t, b->p, CHECK_PRODUCTS);
     const double took = bml__now() - t0;
+    const uint64_t launches = t->time.launches;
     w->card->run_bytes = 0;
-    char what[96]; /* what a refusal names */
-    snprintf(what, sizeof what, "the worker's batch with %s on %zu queue%s", bml__kernel_name(kernels[k]), queues,
-             queues == 1 ? "" : "s");
-    if (rc == 0 && t->count.on_card != CHECK_PRODUCTS) {
-      snprintf(why, len, "%s: the card did not take it (%s)", what,
-               t->count.on_cpu_error ? "an OpenCL error; BANKML_DEBUG=worker names it" : "not enough memory");
-      rc = BML_EVERIFY;
-    }
     if (rc == 0 && (spoil >> round) & 1u) {
       uint32_t u;
       memcpy(&u, &b->got[rows / 2], sizeof u);
       u ^= 1u;
       memcpy(&b->got[rows / 2], &u, sizeof u);
+    }
+    /* the batch right: then as a decode runs them, a batch a group */
+    const bool trips = rc == 0 && t->count.on_card == CHECK_PRODUCTS && bml__first_difference(b->want, b->got, rows) < 0;
+    if (trips) rc = round_trips(t, b, rows);
+    char what[160]; /* what a refusal names */
+    snprintf(what, sizeof what, "the worker's batch%s with %s on %zu queue%s, %s", trips ? "es of one group" : "",
+             bml__kernel_name(kernels[k]), queues, queues == 1 ? "" : "s", buffers_name(t));
+    if (rc == 0 && t->count.on_card != (trips ? 2 : 1) * CHECK_PRODUCTS) {
+      snprintf(why, len, "%s: the card did not take it (%s)", what,
+               t->count.on_cpu_error ? "an OpenCL error; BANKML_DEBUG=worker names it" : "not enough memory");
+      rc = BML_EVERIFY;
     }
     const float *want = b->want, *got = b->got;
     for (size_t i = 0; rc == 0 && i < CHECK_PRODUCTS; want += b->p[i].rows, got += b->p[i].rows, i++) {
@@ -1486,10 +1577,10 @@ static int check_round(bml_worker *w, batch_check *b, unsigned round, char *why,
     }
     if (rc == 0)
       bml__debug(BML_CAT_WORKER,
-                 "\"%s\": the worker's batch with %s, %d products in %" PRIu64 " launches on %zu queue%s: "
-                 "bit-exact (%.2f ms)",
-                 w->card->name, bml__kernel_name(kernels[k]), CHECK_PRODUCTS, t->time.launches, queues,
-                 queues == 1 ? "" : "s", took * 1e3);
+                 "\"%s\": the worker's batch with %s, %d products in %" PRIu64 " launches on %zu queue%s, %s, "
+                 "and a batch a group: bit-exact (%.2f ms)",
+                 w->card->name, bml__kernel_name(kernels[k]), CHECK_PRODUCTS, launches, queues,
+                 queues == 1 ? "" : "s", buffers_name(t), took * 1e3);
     free_state(t);
     free(t);
   }
@@ -1502,13 +1593,21 @@ static int check_batches(bml_worker *w, char *why, size_t len) {
   batch_check b;
   why[0] = '\0';
   int rc = check_make(&b);
-  if (rc == 0) rc = check_round(w, &b, 0, why, len);
+  unsigned round = 0;
+  if (rc == 0) rc = check_round(w, &b, round++, why, len);
   if (rc != 0 && rc != BML_ENOMEM && w->card->nside > 0) {
     bml__warn(BML_CAT_WORKER, "\"%s\": %s; it runs on one queue", w->card->name,
               why[0] ? why : bml_strerror(rc));
     bml__card_drop_side_queues(w->card);
     why[0] = '\0';
-    rc = check_round(w, &b, 1, why, len);
+    rc = check_round(w, &b, round++, why, len);
+  }
+  if (rc != 0 && rc != BML_ENOMEM && (w->acts.zero_copy || w->outs.zero_copy)) {
+    bml__warn(BML_CAT_WORKER, "\"%s\": %s; its activations and results are copied", w->card->name,
+              why[0] ? why : bml_strerror(rc));
+    set_buffers(w, false, false);
+    why[0] = '\0';
+    rc = check_round(w, &b, round++, why, len);
   }
   check_free(&b);
   if (rc != 0 && rc != BML_ENOMEM && rc != BML_EVERIFY) {
@@ -1516,6 +1615,21 @@ static int check_batches(bml_worker *w, char *why, size_t len) {
     rc = BML_EVERIFY;
   }
   return rc;
+}
+
+/* How a submission's activations and results travel, and how its waits
+ * wait.  Zero-copy where the card shares the host's memory (an integrated
+ * GPU, a software device: nothing is copied) and on NVIDIA's driver, whose
+ * host-allocated buffers its kernels read and write over the bus (a
+ * decode's group came back in ... on the H200: doc/PERFORMANCE.md);
+ * copies elsewhere.  The open's check runs the batches through them, and
+ * falls back to copies where they give other bits.  A wait polls its event
+ * for WAIT_SPIN first, except on a software device, whose own threads
+ * would lose the core it spins on. */
+static void choose_transfers(bml_worker *w, bool software) {
+  const bool zero_copy = w->card->host_unified || w->card->nvidia_driver;
+  set_buffers(w, zero_copy, zero_copy);
+  w->wait_spin = software ? 0 : WAIT_SPIN;
 }
 
 int bml__worker_queues(int asked, bool nvidia_driver, bool software) {
@@ -1627,6 +1741,7 @@ int bml_worker_open(bml_pool *pool, bml_worker **out) {
       bml__debug(BML_CAT_WORKER, "\"%s\": %zu of %d queues (%s)", w->card->name, w->card->nside + 1, queues,
                  bml_err_name(made));
     bml__limiter_init(&w->limiter, limit, w->card->global_mem, w->card->host_unified);
+    choose_transfers(w, w->devices->dev[w->device].software != NULL);
     char why[400];
     rc = check_batches(w, why, sizeof why);
     if (rc == BML_EVERIFY) {
@@ -1703,7 +1818,7 @@ static json_t *status_json(const bml_worker *w) {
   if (w->share_fixed) on_card = (json_int_t)w->nshapes, tuning = 0, on_cpu = 0;
   return json_pack(
       "{s:s, s:I, s:f, s:f, s:b, s:I, s:I, s:I, s:I, s:b, s:b, s:b, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:s, "
-      "s:b, s:I, s:I, s:f, s:f, s:{s:I, s:f, s:f, s:f, s:f, s:f}}",
+      "s:b, s:I, s:I, s:f, s:f, s:s, s:f, s:{s:I, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f}}",
       "card", w->card->name, "device", (json_int_t)w->device, "limit", w->limiter.limit, "share", w->share,
       "share_fixed", w->share_fixed, "allocated_bytes", (json_int_t)w->limiter.allocated,
       "matrix_bytes", (json_int_t)matrix_bytes(w), "card_memory_bytes", (json_int_t)w->card->global_mem,
@@ -1716,9 +1831,11 @@ static json_t *status_json(const bml_worker *w) {
       tuning, "matrices", (json_int_t)w->nentries, "launches", (json_int_t)w->time.launches, "fma", w->build.emulated_fma ? "emulated" : "native", "software",
       w->devices->dev[w->device].software != NULL, "queues",
       (json_int_t)(w->card->nside + 1), "rests_waited", (json_int_t)w->count.rests_waited,
-      "cpu_weights_per_second", w->cpu_rate, "round_trip_seconds", w->round_trip, "seconds",
-      "submissions", (json_int_t)w->time.submissions, "enqueue", w->time.enqueue, "cpu", w->time.cpu, "wait",
-      w->time.wait, "copy_out", w->time.copy, "rest", w->time.rest);
+      "cpu_weights_per_second", w->cpu_rate, "round_trip_seconds", w->round_trip, "transfers", buffers_name(w),
+      "wait_spin_seconds", w->wait_spin, "seconds",
+      "submissions", (json_int_t)w->time.submissions, "enqueue", w->time.enqueue, "plan", w->time.plan, "upload",
+      w->time.upload, "launch", w->time.launch, "cpu", w->time.cpu, "wait", w->time.wait, "copy_out", w->time.copy,
+      "rest", w->time.rest);
 }
 
 /* Each shape's state and share, and each kind of batch's share (the ones
@@ -1838,6 +1955,12 @@ void bml_worker_close(bml_worker *w) {
 /* ---- test hooks -------------------------------------------------------------------------- */
 
 void bml__worker_set_hooks(bml_worker *w, const bml__worker_hooks *h) { w->hooks = *h; }
+
+void bml__worker_set_transfers(bml_worker *w, int acts_zero_copy, int outs_zero_copy, double wait_spin) {
+  set_buffers(w, acts_zero_copy < 0 ? w->acts.zero_copy : acts_zero_copy > 0,
+              outs_zero_copy < 0 ? w->outs.zero_copy : outs_zero_copy > 0);
+  if (wait_spin >= 0) w->wait_spin = wait_spin;
+}
 
 void bml__worker_set_card_mem(bml_worker *w, uint64_t bytes) { w->limiter.card_mem = bytes; }
 

@@ -12,6 +12,8 @@ typedef struct {
   int break_uploads;    /* the next N uploads fail with CL_INVALID_OPERATION (an error, not memory) */
   int fail_launch;      /* the next batch's launch number N (from 1) fails with CL_OUT_OF_RESOURCES, after
                            the launches, copies and reads before it were enqueued (0: none) */
+  int fail_waits;       /* the next N waits for the card see its command failed
+                           (CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST) */
   bml__kernel_id kernel; /* BML_KERNEL_COUNT (the default): the tuned choice by rows */
   int busy_finishes;    /* the next N finishes meet another thread's call: BML_EBUSY */
   uint64_t offset_limit; /* a submission's card activations (bytes) and results (floats) stay
@@ -24,6 +26,11 @@ typedef struct {
 } bml__worker_hooks;
 
 void bml__worker_set_hooks(bml_worker *w, const bml__worker_hooks *h);
+/* Sets how w's activations go in and results come back (1: zero-copy, 0:
+ * copies, -1: as they are) and how long a wait polls (seconds; < 0: as it
+ * is), instead of the open's choice, for tests and experiments: no check
+ * of the batches follows.  Call with no product in flight. */
+void bml__worker_set_transfers(bml_worker *w, int acts_zero_copy, int outs_zero_copy, double wait_spin);
 /* Pretends the card has `bytes` of memory (the limiter's test). */
 void bml__worker_set_card_mem(bml_worker *w, uint64_t bytes);
 const bml__limiter *bml__worker_limiter(const bml_worker *w);

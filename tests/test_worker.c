@@ -350,12 +350,13 @@ Test(worker, a_card_with_exactly_the_room_a_product_needs_takes_it) {
   bml_worker_close(w);
 }
 
-/* On an integrated card (PoCL is one) a staging buffer is counted twice:
- * its buffer and its pinned host copy are both RAM.  A 16x1024 product
- * (an exact slab of 2560 bytes, staging of a page in and a page out) does
- * not fit a card with room for one copy of the staging, and fits one with
- * room for two. */
-Test(worker, an_integrated_cards_staging_counts_twice) {
+/* On an integrated card (PoCL is one) a copied staging buffer is counted
+ * twice: its buffer and its pinned host copy are both RAM; a zero-copy one
+ * (the default there) is one buffer, counted once.  A 16x1024 product (an
+ * exact slab of 2560 bytes, staging of a page in and a page out) does not
+ * fit a card with room for one copy of the staging when it is copied, and
+ * fits one with room for two; zero-copy, room for one is enough. */
+Test(worker, an_integrated_cards_copied_staging_counts_twice_and_zero_copy_once) {
   bml_worker *w = open_worker("0.9");
   json_t *j = status(w);
   const bool integrated = json_is_true(json_object_get(j, "integrated"));
@@ -363,6 +364,7 @@ Test(worker, an_integrated_cards_staging_counts_twice) {
   if (!integrated) cr_skip_test("the card is discrete: its staging counts once");
   cr_assert_eq(bml_worker_set_share(w, 1.0), 0);
   cr_assert_eq(bml_worker_set_limit(w, 1.0), 0);
+  bml__worker_set_transfers(w, 0, 0, -1);
   matrix m = make(16, 1024, 95, false);
   const uint64_t slab = 16 * 8 * 20, in = (64 + bml__card_act_bytes(1024) + 4095) / 4096 * 4096, out = 4096;
   bml__worker_set_card_mem(w, slab + in + out + 100);
@@ -371,6 +373,11 @@ Test(worker, an_integrated_cards_staging_counts_twice) {
   bml__worker_set_card_mem(w, slab + 2 * (in + out));
   expect_exact(w, &m, "m");
   expect_placed(w, 1, 1, (long long)(slab + 2 * (in + out)));
+  bml_worker_release(w);
+  bml__worker_set_transfers(w, 1, 1, -1);
+  bml__worker_set_card_mem(w, slab + in + out + 100);
+  expect_exact(w, &m, "m");
+  expect_placed(w, 2, 1, (long long)(slab + in + out + 100));
   unmake(&m);
   bml_worker_close(w);
 }
@@ -1525,8 +1532,39 @@ Test(worker, a_card_whose_batches_give_other_bits_on_one_queue_is_not_used) {
   bml_worker *w = open_spoilt(3u);
   cr_expect_null(w, "a card whose batches gave other bits was used");
   cr_expect(strstr(logged, "NOT VERIFIED") != NULL, "%s", logged);
-  cr_expect(strstr(logged, "the worker's batch with q1_0_mat_vec_l on 1 queue: check.") != NULL, "%s", logged);
+  cr_expect(strstr(logged, "the worker's batch with q1_0_mat_vec_l on 1 queue, copies: check.") != NULL, "%s", logged);
   cr_expect(strstr(logged, "differs (cpu 0x") != NULL, "%s", logged);
+  bml_worker_close(w);
+}
+
+/* Other bits through zero-copy buffers (a card that shares the host's
+ * memory, here PoCL; NVIDIA's driver) and the CPU's through copies: the
+ * worker copies its activations and results, and every product is exact. */
+Test(worker, a_card_whose_zero_copy_batches_give_other_bits_copies_instead) {
+  bml_worker *w = open_spoilt(0u);
+  cr_assert_not_null(w, "%s", logged);
+  json_t *j = status(w);
+  const bool zero_copy = strcmp(json_string_value(json_object_get(j, "transfers")), "zero-copy") == 0;
+  const json_int_t queues = field(j, "queues");
+  json_decref(j);
+  bml_worker_close(w);
+  if (!zero_copy) cr_skip_test("this card is given copies from the start: the fall back needs zero-copy");
+  /* the rounds before the one with copies: one, or two where several queues fell back to one */
+  w = open_spoilt(queues > 1 ? 3u : 1u);
+  cr_assert_not_null(w, "the card was refused though its batches through copies gave the CPU's bits: %s", logged);
+  cr_expect(strstr(logged, ", zero-copy: check.") != NULL &&
+                strstr(logged, "its activations and results are copied") != NULL,
+            "%s", logged);
+  j = status(w);
+  cr_expect_str_eq(json_string_value(json_object_get(j, "transfers")), "copies");
+  json_decref(j);
+  layer l;
+  make_layer(&l, 384, 35);
+  cr_assert_eq(bml_worker_mat_vec_batch(w, l.p, 8), 0);
+  expect_layer(&l);
+  for (size_t i = 0; i < 8; i++) cr_assert_eq(bml_worker_mat_vec_batch(w, l.p + i, 1), 0);
+  expect_layer(&l);
+  unmake_layer(&l);
   bml_worker_close(w);
 }
 
@@ -1543,7 +1581,9 @@ Test(worker, a_card_whose_batches_give_other_bits_on_several_queues_runs_on_one)
   if (software) cr_skip_test("a software device runs on one queue: the fall back to one needs a hardware card");
   w = open_spoilt(1u);
   cr_assert_not_null(w, "the card was refused though its batches on one queue gave the CPU's bits: %s", logged);
-  cr_expect(strstr(logged, "on 3 queues: check.") != NULL && strstr(logged, "it runs on one queue") != NULL, "%s",
+  cr_expect(strstr(logged, "on 3 queues, ") != NULL && strstr(logged, ": check.") != NULL &&
+                strstr(logged, "it runs on one queue") != NULL,
+            "%s",
             logged);
   j = status(w);
   cr_expect_eq(field(j, "queues"), 1);
@@ -1752,6 +1792,59 @@ Test(worker, a_launch_failing_mid_batch_gives_every_row_to_the_cpu_and_the_next_
   cr_expect_eq(field(j, "launches") - launches, 15);
   cr_expect(json_is_false(json_object_get(j, "retired")));
   json_decref(j);
+  for (int i = 0; i < 3; i++) unmake_layer(&l[i]);
+  bml_worker_close(w);
+}
+
+/* The products of l's layers as a decode submits them: a batch a group
+ * (the products next to each other that share an activation). */
+static void run_groups(bml_worker *w, bml_product *p, size_t count) {
+  for (size_t i = 0, j; i < count; i = j) {
+    for (j = i + 1; j < count && p[j].act == p[i].act; j++) continue;
+    cr_assert_eq(bml_worker_mat_vec_batch(w, p + i, j - i), 0, "group at product %zu", i);
+  }
+}
+
+/* Every way the activations and results travel (copies, zero-copy, each
+ * alone) and every way of waiting (a poll first or none) gives the CPU's
+ * bits for a batch, a batch a group and single products; and a launch, an
+ * enqueue or a wait that fails gives that submission's rows to the CPU,
+ * exactly, and the next one runs on the card again. */
+Test(worker, every_transfer_and_wait_gives_the_cpu_bits_and_survives_a_failure) {
+  static layer l[3];
+  bml_product p[24];
+  bml_worker *w = many_slabs(l, p);
+  for (int mode = 0; mode < 4; mode++) {
+    bml__worker_set_transfers(w, mode & 1, (mode >> 1) & 1, mode == 3 ? 1e-3 : 0);
+    cr_assert_eq(bml_worker_mat_vec_batch(w, p, 24), 0);
+    for (int i = 0; i < 3; i++) expect_layer(&l[i]);
+    run_groups(w, p, 24);
+    for (int i = 0; i < 3; i++) expect_layer(&l[i]);
+    for (int i = 0; i < 8; i++)
+      cr_assert_eq(bml_worker_mat_vec(w, l[1].p[i].name, l[1].p[i].wts, l[1].p[i].rows, l[1].p[i].n, l[1].p[i].act,
+                                      l[1].p[i].out),
+                   0);
+    expect_layer(&l[1]);
+    static const char *const faults[] = {"launch", "enqueue", "wait"};
+    for (int f = 0; f < 3; f++) {
+      json_t *j = status(w);
+      const long long errors = field(j, "products_on_cpu_error"), on_card = field(j, "products_on_card");
+      json_decref(j);
+      bml__worker_hooks h = {.kernel = BML_KERNEL_COUNT};
+      if (f == 0) h.fail_launch = 1;
+      if (f == 1) h.fail_enqueues = 1;
+      if (f == 2) h.fail_waits = 1;
+      bml__worker_set_hooks(w, &h);
+      run_groups(w, p, 3); /* q, k, v: one group, whose one submission fails */
+      run_groups(w, p + 3, 21);
+      for (int i = 0; i < 3; i++) expect_layer(&l[i]);
+      j = status(w);
+      cr_expect_eq(field(j, "products_on_cpu_error") - errors, 3, "mode %d, a failed %s", mode, faults[f]);
+      cr_expect_eq(field(j, "products_on_card") - on_card, 21, "mode %d, after a failed %s", mode, faults[f]);
+      cr_expect(json_is_false(json_object_get(j, "retired")));
+      json_decref(j);
+    }
+  }
   for (int i = 0; i < 3; i++) unmake_layer(&l[i]);
   bml_worker_close(w);
 }
