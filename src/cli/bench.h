@@ -46,6 +46,14 @@ enum bench_check {
   BENCH_CHECK_TOLERANCE /* within a bound of a CPU reference: the baselines (CLBlast) */
 };
 
+/* Where a model's round-trip group spends its time: the activations
+ * repacked and copied in, the launches (and reads) enqueued, the CPU's
+ * rows, the wait for the card, the results copied out, and the rest of the
+ * host's time (planning, bookkeeping). */
+#define BENCH_PHASES 6
+/* "upload", "launch", "cpu", "wait", "download", "host". */
+extern const char *const bench_phase_names[BENCH_PHASES];
+
 /* One line of the table: one measurement of one shape. */
 struct bench_row {
   const char *mode; /* "cpu", "clblast-f32": what ran */
@@ -68,6 +76,11 @@ struct bench_row {
   double error_to_bound; /* BENCH_CHECK_TOLERANCE: the largest error / its bound */
   bool probe_exact;      /* BENCH_CHECK_TOLERANCE: the product on data that every order of
                             summation computes exactly gave the exact result on every row */
+  /* A model's token through the worker (--model with --card or --split): */
+  size_t groups;         /* round trips: the token's dependent groups (a batch and a wait each); 0 otherwise */
+  bool pipelined;        /* the token as one batch: the bound with no dependencies between groups */
+  double group_cost_us;  /* round trips: (this token - the pipelined token) / groups, in µs; NaN: not known */
+  double group_us[BENCH_PHASES]; /* round trips: where a group's time went, mean µs a group (bench_phase_names) */
 };
 
 /* Everything a run produced, rendered in one place (bench_render.c). */

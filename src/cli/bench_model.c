@@ -2,6 +2,7 @@
 #define _POSIX_C_SOURCE 200809L
 
 #include <jansson.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -144,16 +145,36 @@ static int run_worker(const struct token *t, bml_pool *pool, bml_worker *w, bool
 
 typedef int (*token_fn)(const struct token *t, bml_pool *pool, bml_worker *w, bool round_trips);
 
-/* The worker's "seconds": enqueue, cpu, wait, copy_out (all 0 without a worker). */
-static void worker_seconds(bml_worker *w, double sec[4]) {
-  static const char *const names[] = {"enqueue", "cpu", "wait", "copy_out"};
+const char *const bench_phase_names[BENCH_PHASES] = {"upload", "launch", "cpu", "wait", "download", "host"};
+
+/* The worker's "seconds" for the phases but the host's (the status's
+ * upload, launch, cpu, wait, copy_out), then its enqueue; all 0 without a
+ * worker. */
+#define WORKER_SECONDS (BENCH_PHASES)
+static void worker_seconds(bml_worker *w, double sec[WORKER_SECONDS]) {
+  static const char *const names[WORKER_SECONDS] = {"upload", "launch", "cpu", "wait", "copy_out", "enqueue"};
   char *status = NULL;
-  memset(sec, 0, 4 * sizeof *sec);
+  memset(sec, 0, WORKER_SECONDS * sizeof *sec);
   if (!w || bml_worker_status_json(w, &status) != 0) return;
   json_t *j = json_loads(status, 0, NULL);
-  for (int i = 0; i < 4; i++) sec[i] = json_real_value(json_object_get(json_object_get(j, "seconds"), names[i]));
+  for (int i = 0; i < WORKER_SECONDS; i++)
+    sec[i] = json_real_value(json_object_get(json_object_get(j, "seconds"), names[i]));
   json_decref(j);
   free(status);
+}
+
+/* Where a token's time went, mean µs a group: the worker's phases over the
+ * runs (after - before, seconds), and the host's as the rest of the mean
+ * token time (total_ms over the runs). */
+static void group_phases(const double before[WORKER_SECONDS], const double after[WORKER_SECONDS], double total_ms,
+                         long runs, size_t groups, double us[BENCH_PHASES]) {
+  const double per = 1e6 / ((double)runs * (double)groups);
+  double accounted = 0;
+  for (int i = 0; i < BENCH_PHASES - 1; i++) {
+    us[i] = (after[i] - before[i]) * per;
+    accounted += us[i];
+  }
+  us[BENCH_PHASES - 1] = total_ms * 1e3 / ((double)runs * (double)groups) - accounted;
 }
 
 static int measure(const struct bench_config *cfg, struct token *t, bml_pool *pool, bml_worker *w,
@@ -167,28 +188,32 @@ static int measure(const struct bench_config *cfg, struct token *t, bml_pool *po
   bool exact = true;
   /* the card's modes add one untimed run, the matrices' upload (bankml-cl(1)) */
   for (long i = 0; rc == 0 && i < cfg->warmup + (w ? 1 : 0); i++) rc = fn(t, pool, w, round_trips);
-  double before[4], after[4];
+  double before[WORKER_SECONDS], after[WORKER_SECONDS], total_ms = 0;
   worker_seconds(w, before);
   for (long i = 0; rc == 0 && i < cfg->runs; i++) {
     for (size_t k = 0; k < t->nproducts; k++) memset(t->p[k].out, 0xa5, t->p[k].rows * sizeof(float));
     double t0 = bench_now_ms();
     rc = fn(t, pool, w, round_trips);
     ms[i] = bench_now_ms() - t0;
+    total_ms += ms[i];
     exact &= token_exact(t);
   }
+  worker_seconds(w, after);
   struct bench_row row = {.mode = mode, .label = t->m->name, .products = t->nproducts,
                           .threads = w && strncmp(mode, "card", 4) == 0 ? 0 : bml_pool_threads(pool),
                           .cache = "warm", .weight_bytes = t->weight_bytes,
-                          .card_bytes = w && strncmp(mode, "card", 4) == 0 ? t->card_bytes : 0, .exact = exact};
+                          .card_bytes = w && strncmp(mode, "card", 4) == 0 ? t->card_bytes : 0, .exact = exact,
+                          .groups = w && round_trips ? t->ngroups : 0, .pipelined = w && !round_trips,
+                          .group_cost_us = NAN};
   if (rc == 0) {
     bench_summarize(ms, cfg->runs, &row);
     bench_progress(cfg, "%s %s: %.3f ms per token, %s", mode, t->m->name, row.median_ms, exact ? "exact" : "NOT EXACT");
-    worker_seconds(w, after);
+    if (row.groups) group_phases(before, after, total_ms, cfg->runs, row.groups, row.group_us);
     if (w)
       bench_progress(cfg, "%s %s: mean ms per token in the worker: enqueue %.3f, cpu %.3f, wait %.3f, copy out %.3f",
-                     mode, t->m->name, (after[0] - before[0]) * 1e3 / (double)cfg->runs,
-                     (after[1] - before[1]) * 1e3 / (double)cfg->runs, (after[2] - before[2]) * 1e3 / (double)cfg->runs,
-                     (after[3] - before[3]) * 1e3 / (double)cfg->runs);
+                     mode, t->m->name, (after[5] - before[5]) * 1e3 / (double)cfg->runs,
+                     (after[2] - before[2]) * 1e3 / (double)cfg->runs, (after[3] - before[3]) * 1e3 / (double)cfg->runs,
+                     (after[4] - before[4]) * 1e3 / (double)cfg->runs);
     rc = bench_report_add(rep, &row);
   } else {
     fprintf(stderr, "bankml-cl bench --model %s (%s): %s\n", t->m->name, mode, bml_strerror(rc));
@@ -215,9 +240,16 @@ int bench_model_run(const struct bench_config *cfg, struct bench_report *rep, co
   const char *trips = card ? "card-round-trips" : "split-round-trips";
   /* the split token's batches follow their kinds' learnt shares, which the
    * warm-up runs teach (single products' shape decisions play no part) */
+  /* round trips first: a decode's token, the figure an engine gets; then
+   * the token as one batch, the bound with no dependencies between groups */
   if (rc == 0 && on_cpu) rc = measure(cfg, &t, pool, NULL, run_cpu, false, "cpu", rep);
-  if (rc == 0 && !on_cpu) rc = measure(cfg, &t, pool, w, run_worker, false, piped, rep);
+  const size_t at = rep->nrows;
   if (rc == 0 && !on_cpu) rc = measure(cfg, &t, pool, w, run_worker, true, trips, rep);
+  if (rc == 0 && !on_cpu) rc = measure(cfg, &t, pool, w, run_worker, false, piped, rep);
+  if (rc == 0 && !on_cpu) { /* the round trips' cost a group beside the kernels */
+    struct bench_row *r = &rep->rows[at], *p = &rep->rows[at + 1];
+    r->group_cost_us = (r->median_ms - p->median_ms) * 1e3 / (double)r->groups;
+  }
   if (rc == 0 && w && cfg->verbose) {
     char *status = NULL;
     if (bml_worker_status_json(w, &status) == 0) fprintf(stderr, "bankml-cl bench: worker status: %s\n", status);

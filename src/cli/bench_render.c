@@ -111,8 +111,27 @@ static void text_ratios(const struct bench_report *rep, FILE *f) {
   }
 }
 
+/* A model's tokens through the worker: what a round-trip group costs and
+ * where its time goes, and what the pipelined token is. */
+static void text_groups(const struct bench_report *rep, FILE *f) {
+  for (size_t i = 0; i < rep->nrows; i++) {
+    const struct bench_row *r = &rep->rows[i];
+    if (r->pipelined)
+      fprintf(f, "%s %s: the token as one batch, the bound with no dependencies between its groups (a decode "
+                 "waits for each group)\n", r->mode, r->label ? r->label : "");
+    if (!r->groups) continue;
+    fprintf(f, "%s %s: %zu groups, each a batch and a wait", r->mode, r->label ? r->label : "", r->groups);
+    if (!isnan(r->group_cost_us)) fprintf(f, "; a group costs %.1f us beside its kernels ((this - pipelined) / groups)",
+                                       r->group_cost_us);
+    fprintf(f, "\n  a group's mean us:");
+    for (int k = 0; k < BENCH_PHASES; k++)
+      fprintf(f, " %s %.1f%s", bench_phase_names[k], r->group_us[k], k + 1 < BENCH_PHASES ? "," : "\n");
+  }
+}
+
 /* Under the table when a baseline ran: what its columns mean. */
 static void text_footnote(const struct bench_report *rep, FILE *f) {
+  text_groups(rep, f);
   text_ratios(rep, f);
   for (size_t i = 0; i < rep->nrows; i++) {
     if (rep->rows[i].check != BENCH_CHECK_TOLERANCE) continue;
@@ -189,6 +208,23 @@ static json_t *json_add_tolerance(json_t *row, const struct bench_row *r) {
   return row;
 }
 
+/* A round-trip token's groups, its cost a group beside the kernels (null
+ * where the pipelined token was not measured) and where a group's time
+ * went. */
+static json_t *json_add_groups(json_t *row, const struct bench_row *r) {
+  json_t *phases = json_object();
+  for (int k = 0; phases && k < BENCH_PHASES; k++)
+    if (json_object_set_new(phases, bench_phase_names[k], json_real(r->group_us[k])) != 0) json_decref(phases), phases = NULL;
+  json_t *cost = !isnan(r->group_cost_us) ? json_real(r->group_cost_us) : json_null();
+  if (!phases || json_object_set_new(row, "groups", json_integer((json_int_t)r->groups)) != 0 ||
+      json_object_set_new(row, "group_cost_us", cost) != 0 || json_object_set_new(row, "group_us", phases) != 0) {
+    if (!phases) json_decref(cost);
+    json_decref(row);
+    return NULL;
+  }
+  return row;
+}
+
 static json_t *json_row(const struct bench_row *r) {
   char shape[48];
   format_shape(r, shape, sizeof shape);
@@ -210,6 +246,8 @@ static json_t *json_row(const struct bench_row *r) {
     json_object_set_new(row, "products_per_s", json_real(products_per_s(r)));
   }
   if (row && r->matrices) json_object_set_new(row, "matrices", json_integer((json_int_t)r->matrices));
+  if (row && r->pipelined) json_object_set_new(row, "bound_without_dependencies", json_true());
+  if (row && r->groups) row = json_add_groups(row, r);
   if (row && r->card_bytes) {
     json_object_set_new(row, "card_bytes", json_integer((json_int_t)r->card_bytes));
     json_object_set_new(row, "card_gbps", json_real(card_gbps(r)));
