@@ -70,6 +70,16 @@ typedef struct {
 #define BML_NVIDIA_TMA_OPTION "-DBML_TMA_SRC=1"
 #define BML_TMA_LOCAL_BYTES 2320
 
+/* cl_nv_create_buffer: a buffer placed (CL_MEM_LOCATION_HOST_NV) and pinned
+ * (CL_MEM_PINNED_NV) in host memory, which NVIDIA's kernels read and write
+ * over the bus.  (NVIDIA's CL_MEM_ALLOC_HOST_PTR buffers are not that:
+ * its kernels use a copy on the card, and the mapping sees none of their
+ * writes -- seen on the H200.) */
+typedef cl_mem(CL_API_CALL *bml__create_buffer_nv_fn)(cl_context ctx, cl_mem_flags flags, cl_bitfield flags_nv,
+                                                      size_t size, void *host_ptr, cl_int *rc);
+#define BML_MEM_LOCATION_HOST_NV ((cl_bitfield)1 << 0)
+#define BML_MEM_PINNED_NV ((cl_bitfield)1 << 1)
+
 typedef struct bml__card {
   cl_context ctx;
   cl_command_queue queue;
@@ -84,6 +94,7 @@ typedef struct bml__card {
   bool nvidia_build;   /* NVIDIA's own compiler: BML_NVIDIA_OPTIONS */
   bool nvidia_driver;  /* NVIDIA's own driver (nvidia_build may be dropped, this stays) */
   bool nvidia_tma;     /* with nvidia_build: BML_NVIDIA_TMA_OPTION (compute capability 9.0 or later) */
+  bml__create_buffer_nv_fn create_buffer_nv; /* cl_nv_create_buffer's entry point, or NULL */
   size_t max_chunk_rows; /* test hook: rows per buffer chunk (0: by max_alloc only) */
   cl_ulong local_mem;
   size_t kernel_wg_cap;  /* test hook: each kernel's CL_KERNEL_WORK_GROUP_SIZE at most this (0: none) */
@@ -217,7 +228,9 @@ void bml__card_matrix_free(bml__card *c, bml__card_matrix *m); /* NULL-safe, lea
  * another.  Staged (the default): a device buffer and its host staging,
  * copied by commands.  Zero-copy: one buffer in driver-allocated host memory
  * that the kernels use directly and the host reads and writes through its
- * mapping, kept mapped while b lives -- no copy commands at all.  OpenCL
+ * mapping, kept mapped while b lives -- no copy commands at all (on
+ * NVIDIA's driver a cl_nv_create_buffer buffer in host memory, elsewhere
+ * CL_MEM_ALLOC_HOST_PTR).  OpenCL
  * leaves a mapped buffer used by a kernel undefined, so zero-copy is used
  * only where the worker has checked it on the card (doc/WORKER.md). */
 typedef struct {

@@ -171,7 +171,11 @@ int bml__card_buf_reserve(bml__card *c, bml__card_buf *b, size_t bytes) {
   bml__card_buf_free(b);
   bytes = (size_t)bml__card_buf_size(bytes);
   cl_int rc = CL_SUCCESS;
-  if (b->zero_copy) {
+  if (b->zero_copy && c->create_buffer_nv) {
+    BML_CL_TRY(BML_CAT_WORKER, rc, (b->buf = c->create_buffer_nv(c->ctx, CL_MEM_READ_WRITE,
+                                                                  BML_MEM_LOCATION_HOST_NV | BML_MEM_PINNED_NV, bytes,
+                                                                  NULL, &rc), rc));
+  } else if (b->zero_copy) {
     BML_CL_TRY(BML_CAT_WORKER, rc, (b->buf = create_buffer(c, CL_MEM_READ_WRITE | CL_MEM_ALLOC_HOST_PTR, bytes, &rc), rc));
   } else {
     BML_CL_TRY(BML_CAT_WORKER, rc, (b->buf = create_buffer(c, CL_MEM_READ_WRITE, bytes, &rc), rc));

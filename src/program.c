@@ -44,6 +44,9 @@ int bml__card_open(const bml__cl_info *ci, bml__card **out, char *err, size_t er
   c->nvidia_driver = ci->vendor_id == 0x10de && ci->platform_vendor && strstr(ci->platform_vendor, "NVIDIA");
   c->nvidia_build = c->nvidia_driver;
   c->nvidia_tma = c->nvidia_build && ci->nv_cc_major >= 9;
+  if (c->nvidia_driver && ci->extensions && strstr(ci->extensions, "cl_nv_create_buffer"))
+    c->create_buffer_nv = (bml__create_buffer_nv_fn)clGetExtensionFunctionAddressForPlatform(ci->platform,
+                                                                                             "clCreateBufferNV");
   bml__card_set_tunables(c, 32, 32, 4, 1);
   c->lr_from = SIZE_MAX;
   cl_context_properties props[] = {CL_CONTEXT_PLATFORM, (cl_context_properties)ci->platform, 0};

@@ -131,7 +131,8 @@ typedef struct {
   double enqueue; /* plan + upload + launch: all of the card's part before the CPU's */
   double plan;    /* the groups planned, their matrices found (or uploaded), the launches laid out */
   double upload;  /* the activations repacked and their copies in enqueued */
-  double launch;  /* the launches, the copies out and the flushes enqueued */
+  double launch;  /* the launches and the copies out enqueued */
+  double flush;   /* the flushes of the queues that carry them */
   double cpu;     /* the CPU's rows */
   double wait;    /* waiting for the card once the CPU was done */
   double copy;    /* the card's results into the products' outputs */
@@ -837,7 +838,7 @@ static int launch_batched(bml_worker *w, submission *s, cl_command_queue *q, siz
   size_t copied = 0, next = 0;             /* bytes copied in; the first group not yet repacked */
   size_t waited[BML_MAX_QUEUES] = {0};     /* bytes of the copy in each queue has waited for */
   int rc = 0;
-  double up = 0, t = bml__now();
+  double up = 0, fl = 0, t = bml__now();
   s->reads = w->reads;
   for (size_t i = 0; rc == 0 && i < launches; i++) {
     const bml__batch_run *run = &w->runs[i];
@@ -874,11 +875,14 @@ static int launch_batched(bml_worker *w, submission *s, cl_command_queue *q, siz
                                      w->outs.zero_copy ? &rb->done : NULL);
     if (rc == 0) rc = read_back(w, q[qi], rb);
     if (rb->done) s->nreads++;
+    const double t0 = bml__now();
     if (rc == 0) rc = clFlush(q[qi]);
+    fl += bml__now() - t0;
   }
   if (in) clReleaseEvent(in);
   w->time.upload += up;
-  w->time.launch += bml__now() - t - up;
+  w->time.flush += fl;
+  w->time.launch += bml__now() - t - up - fl;
   return rc;
 }
 
@@ -1595,17 +1599,17 @@ static int check_batches(bml_worker *w, char *why, size_t len) {
   int rc = check_make(&b);
   unsigned round = 0;
   if (rc == 0) rc = check_round(w, &b, round++, why, len);
-  if (rc != 0 && rc != BML_ENOMEM && w->card->nside > 0) {
-    bml__warn(BML_CAT_WORKER, "\"%s\": %s; it runs on one queue", w->card->name,
-              why[0] ? why : bml_strerror(rc));
-    bml__card_drop_side_queues(w->card);
-    why[0] = '\0';
-    rc = check_round(w, &b, round++, why, len);
-  }
   if (rc != 0 && rc != BML_ENOMEM && (w->acts.zero_copy || w->outs.zero_copy)) {
     bml__warn(BML_CAT_WORKER, "\"%s\": %s; its activations and results are copied", w->card->name,
               why[0] ? why : bml_strerror(rc));
     set_buffers(w, false, false);
+    why[0] = '\0';
+    rc = check_round(w, &b, round++, why, len);
+  }
+  if (rc != 0 && rc != BML_ENOMEM && w->card->nside > 0) {
+    bml__warn(BML_CAT_WORKER, "\"%s\": %s; it runs on one queue", w->card->name,
+              why[0] ? why : bml_strerror(rc));
+    bml__card_drop_side_queues(w->card);
     why[0] = '\0';
     rc = check_round(w, &b, round++, why, len);
   }
@@ -1618,17 +1622,20 @@ static int check_batches(bml_worker *w, char *why, size_t len) {
 }
 
 /* How a submission's activations and results travel, and how its waits
- * wait.  Zero-copy where the card shares the host's memory (an integrated
- * GPU, a software device: nothing is copied) and on NVIDIA's driver, whose
- * host-allocated buffers its kernels read and write over the bus (a
- * decode's group came back in ... on the H200: doc/PERFORMANCE.md);
- * copies elsewhere.  The open's check runs the batches through them, and
- * falls back to copies where they give other bits.  A wait polls its event
- * for WAIT_SPIN first, except on a software device, whose own threads
- * would lose the core it spins on. */
+ * wait.  Zero-copy both ways where the card shares the host's memory (an
+ * integrated GPU, a software device): nothing is copied.  On NVIDIA's
+ * driver, where it places buffers in host memory (cl_nv_create_buffer),
+ * the results are zero-copy (the kernels write them over the bus) and the
+ * activations copied: every work-group reads the whole activation, which
+ * over the bus took a bonsai-8b token from 4.1-4.5 ms to 12.4-14.4 ms on
+ * the H200, where zero-copy results took it from 4.9-5.2 to 4.1-4.5
+ * (doc/PERFORMANCE.md).  Copies elsewhere.  The open's check runs the
+ * batches through these, and falls back to copies where they give other
+ * bits.  A wait polls its event for WAIT_SPIN first, except on a software
+ * device, whose own threads would lose the core it spins on. */
 static void choose_transfers(bml_worker *w, bool software) {
-  const bool zero_copy = w->card->host_unified || w->card->nvidia_driver;
-  set_buffers(w, zero_copy, zero_copy);
+  const bool unified = w->card->host_unified;
+  set_buffers(w, unified, unified || w->card->create_buffer_nv);
   w->wait_spin = software ? 0 : WAIT_SPIN;
 }
 
@@ -1818,7 +1825,7 @@ static json_t *status_json(const bml_worker *w) {
   if (w->share_fixed) on_card = (json_int_t)w->nshapes, tuning = 0, on_cpu = 0;
   return json_pack(
       "{s:s, s:I, s:f, s:f, s:b, s:I, s:I, s:I, s:I, s:b, s:b, s:b, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:s, "
-      "s:b, s:I, s:I, s:f, s:f, s:s, s:f, s:{s:I, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f}}",
+      "s:b, s:I, s:I, s:f, s:f, s:s, s:f, s:{s:I, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f}}",
       "card", w->card->name, "device", (json_int_t)w->device, "limit", w->limiter.limit, "share", w->share,
       "share_fixed", w->share_fixed, "allocated_bytes", (json_int_t)w->limiter.allocated,
       "matrix_bytes", (json_int_t)matrix_bytes(w), "card_memory_bytes", (json_int_t)w->card->global_mem,
@@ -1834,7 +1841,7 @@ static json_t *status_json(const bml_worker *w) {
       "cpu_weights_per_second", w->cpu_rate, "round_trip_seconds", w->round_trip, "transfers", buffers_name(w),
       "wait_spin_seconds", w->wait_spin, "seconds",
       "submissions", (json_int_t)w->time.submissions, "enqueue", w->time.enqueue, "plan", w->time.plan, "upload",
-      w->time.upload, "launch", w->time.launch, "cpu", w->time.cpu, "wait", w->time.wait, "copy_out", w->time.copy,
+      w->time.upload, "launch", w->time.launch, "flush", w->time.flush, "cpu", w->time.cpu, "wait", w->time.wait, "copy_out", w->time.copy,
       "rest", w->time.rest);
 }
 

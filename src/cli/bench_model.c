@@ -156,9 +156,9 @@ static void worker_seconds(bml_worker *w, double sec[WORKER_SECONDS]) {
   char *status = NULL;
   memset(sec, 0, WORKER_SECONDS * sizeof *sec);
   if (!w || bml_worker_status_json(w, &status) != 0) return;
-  json_t *j = json_loads(status, 0, NULL);
-  for (int i = 0; i < WORKER_SECONDS; i++)
-    sec[i] = json_real_value(json_object_get(json_object_get(j, "seconds"), names[i]));
+  json_t *j = json_loads(status, 0, NULL), *seconds = json_object_get(j, "seconds");
+  for (int i = 0; i < WORKER_SECONDS; i++) sec[i] = json_real_value(json_object_get(seconds, names[i]));
+  sec[1] += json_real_value(json_object_get(seconds, "flush")); /* the launches' flushes are theirs */
   json_decref(j);
   free(status);
 }
