@@ -37,6 +37,7 @@
  *                            staged scales of two-lane work-items as half2 (below); the same bits
  *   -DBML_TMA_SRC=1          with those, on compute capability 9.0 and later (chosen at open): the
  *                            table's activation values copied into local memory by the TMA (below)
+ *   -DBML_SYSFENCE_PTX=1     with those: q1_0_token's fences of the system's scope by PTX (below)
  *   -DBML_LWORD_C=1          test only: the byte-permute lookups written in C, on any device
  *   -DBML_TMA_C=1            test only: the TMA's copies of -DBML_TMA_SRC=1 made by work-item 0
  *                            in C, into the same slots at the same steps, on any device
@@ -997,6 +998,118 @@ void q1_0_mat_vec_lrb(__global const uint4 *restrict bits, __global const float 
   return;
 #endif
   BML_BATCHED(BML_LRROWS, BML_LRRPT, BML_LRLPT);
+}
+
+/*
+ * q1_0_token: a decode's token resident on the card.  A decode's groups of
+ * products (Q/K/V, O, gate/up, down, ...) each need the host's work on the
+ * group before (its activation), so each is a round trip; launched once,
+ * this kernel runs the groups the host asks for, one after the other, so
+ * that a group costs no launch, no copy command and no event.  Its
+ * work-groups are all resident at once (the host launches no more than the
+ * card holds).  Through host memory that the card reads and writes over
+ * the bus (`host`, uint words): the host writes a group's activation
+ * (repacked, as the other kernels read it) at the group's own offset, the
+ * group at BML_TOKEN_GROUP, then the next ticket (ticket0, ticket0 + 1,
+ * ...) at BML_TOKEN_REQ; work-group 0 waits for it (at most `spins`
+ * reads), copies the activation into `dev` at the same offset and posts
+ * the group and the ticket at dev words BML_TOKEN_DGROUP and BML_TOKEN_FLAG;
+ * the other work-groups wait for that post.  Every work-group then
+ * computes its share of the group's records (as q1_0_mat_vec_lrb does: the
+ * same bits), writing the results over the bus into `out_base`; the last
+ * one done (a count at dev word BML_TOKEN_COUNT) writes the ticket at
+ * BML_TOKEN_DONE.  A ticket that does not come (BML_TOKEN_ABORT, or `spins`
+ * reads) ends the kernel, work-group 0 writing the ticket it waited for at
+ * BML_TOKEN_EXIT.  Each group's activation has an offset of its own, in
+ * `host` and in `dev`, and the host runs a group at most once a launch:
+ * the card's caches (which the kernel's loads may go through) never hold
+ * an earlier copy of an address a group reads.  dev holds, from word BML_TOKEN_TABLE,
+ * BML_TOKEN_GROUP_WORDS words a group (its records' word offset in dev,
+ * their count, their work-groups in all, its activation's byte offset, its
+ * bytes), and the records.
+ */
+#define BML_TOKEN_REQ 0u
+#define BML_TOKEN_GROUP 1u
+#define BML_TOKEN_DONE 16u
+#define BML_TOKEN_EXIT 32u
+#define BML_TOKEN_FLAG 0u
+#define BML_TOKEN_DGROUP 1u
+#define BML_TOKEN_COUNT 16u
+#define BML_TOKEN_TABLE 64u
+#define BML_TOKEN_GROUP_WORDS 8u
+#define BML_TOKEN_ABORT 0xffffffffu
+
+/* What the host reads of the card's writes over the bus is ordered only by
+ * a fence of the system's scope: PTX's membar.sys on NVIDIA's build (its
+ * global fence is the card's scope alone); elsewhere the global fence. */
+#if defined(BML_SYSFENCE_PTX) && BML_SYSFENCE_PTX
+#define BML_SYS_FENCE() asm volatile("membar.sys;" ::: "memory")
+#else
+#define BML_SYS_FENCE() mem_fence(CLK_GLOBAL_MEM_FENCE)
+#endif
+
+__kernel __attribute__((reqd_work_group_size(8 / BML_LRLPT * BML_LRROWS, 1, 1)))
+void q1_0_token(__global const uint4 *restrict bits, __global const float *restrict d0,
+                __global volatile uint *host, __global uint *dev, __global float *out_base, const uint ticket0,
+                const uint spins) {
+  __local float tab[BML_LHALVES * BML_LTAB] __attribute__((aligned(16)));
+  __local float dtab[2 * 8 * BML_LRROWS * BML_LRRPT];
+  __local float jtab[8 * BML_LRROWS * BML_LRRPT];
+  __local ulong ssh[BML_SSH_WORDS] __attribute__((aligned(16)));
+  __local uint go, grp;
+  const uint lid = get_local_id(0), wg = get_group_id(0), nwg = get_num_groups(0), L = get_local_size(0);
+  __global volatile uint *vdev = dev;
+  for (uint i = 0u;; i++) {
+    const uint ticket = ticket0 + i;
+    if (wg == 0u) {
+      if (lid == 0u) {
+        uint n = 0u, r;
+        while ((r = host[BML_TOKEN_REQ]) != ticket && r != BML_TOKEN_ABORT && ++n < spins) continue;
+        go = r == ticket;
+        grp = go ? host[BML_TOKEN_GROUP] : 0u;
+      }
+      barrier(CLK_LOCAL_MEM_FENCE);
+      if (go) {
+        __global const uint *gt = dev + BML_TOKEN_TABLE + BML_TOKEN_GROUP_WORDS * grp;
+        __global const uint4 *from = (__global const uint4 *)((__global const char *)host + gt[3]);
+        __global uint4 *to = (__global uint4 *)((__global char *)dev + gt[3]);
+        for (uint k = lid; k < gt[4] / 16u; k += L) to[k] = from[k];
+      }
+      mem_fence(CLK_GLOBAL_MEM_FENCE);
+      barrier(CLK_GLOBAL_MEM_FENCE);
+      if (lid == 0u) {
+        if (!go) host[BML_TOKEN_EXIT] = ticket;
+        atomic_xchg(&vdev[BML_TOKEN_DGROUP], grp);
+        mem_fence(CLK_GLOBAL_MEM_FENCE);
+        atomic_xchg(&vdev[BML_TOKEN_FLAG], go ? ticket : BML_TOKEN_ABORT);
+      }
+    } else {
+      if (lid == 0u) {
+        uint n = 0u, f;
+        while ((f = atomic_or(&vdev[BML_TOKEN_FLAG], 0u)) != ticket && f != BML_TOKEN_ABORT && ++n < 64u * spins)
+          continue;
+        go = f == ticket;
+        grp = atomic_or(&vdev[BML_TOKEN_DGROUP], 0u);
+      }
+      barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);
+    }
+    if (!go) return; /* (uniform) */
+    __global const uint *gt = dev + BML_TOKEN_TABLE + BML_TOKEN_GROUP_WORDS * grp;
+    __global const uint *desc = dev + gt[0];
+    for (uint v = wg; v < gt[2]; v += nwg) {
+      __global const uint *d_ = bml_desc_of(desc, gt[1], v);
+      const uint rows = d_[1], nb = d_[2];
+      BML_ACTIVATION((__global const char *)dev, d_[5], nb * 128u);
+      bml_lanes(bits, d_[3], d0, d_[4], q, d1, rows, nb, out_base + d_[6], tab, dtab, jtab, ssh, BML_LRROWS,
+                BML_LRRPT, BML_LRLPT, v - d_[0], d_[7]);
+    }
+    BML_SYS_FENCE(); /* each work-item's results out before the count says they are */
+    barrier(CLK_GLOBAL_MEM_FENCE);
+    if (lid == 0u && atomic_inc(&vdev[BML_TOKEN_COUNT]) == (i + 1u) * nwg - 1u) {
+      BML_SYS_FENCE();
+      host[BML_TOKEN_DONE] = ticket;
+    }
+  }
 }
 
 /* The fma probe: out[i] = fma(a[i], b[i], c[i]) with the device's fma, and

@@ -415,6 +415,53 @@ typedef struct {
  * the first product that is refused (then nothing was computed). */
 BML_EXTERN int bml_worker_mat_vec_batch(bml_worker *w, const bml_product *products, size_t count);
 
+/* ------------------------------------------------------------------------
+ * A decode's token: an engine's decode runs a token's products in groups,
+ * each after the host's work on the group before (norm, attention, the
+ * next activation quantized), so each group is a round trip to the card.
+ * A token prepares those groups once: every later run of a group costs
+ * the card no launch and no copy command where the card can keep the
+ * token resident (NVIDIA's driver with cl_nv_create_buffer, a card that
+ * shares the host's memory; doc/WORKER.md), and is a batch of the
+ * worker's elsewhere.  The bits are bml_worker_mat_vec_batch's.
+ * ---------------------------------------------------------------------- */
+typedef struct bml_token bml_token;
+
+/* Prepares count products, in decode order, as a token on w: neighbours
+ * that share an activation (the same act pointer and n; at most 16) are
+ * one group (Q, K and V; gate and up).  The token keeps its own copy of
+ * the products: their weights must stay valid and unchanged until
+ * bml_token_close (as bml_worker_begin asks of a matrix); each run of a
+ * group reads its products' act and writes their out.  The token's
+ * matrices go to the card at its first run (and count against the
+ * worker's limit; where they do not fit, the groups run as batches).
+ * Returns 0 and *out, or BML_EINVAL, BML_ESHAPE (a product's arguments,
+ * as bml_worker_mat_vec_batch checks them), BML_EBUSY, BML_ENOMEM.  Close
+ * every token of a worker before the worker. */
+BML_EXTERN int bml_worker_token_open(bml_worker *w, const bml_product *products, size_t count, bml_token **out);
+
+/* The number of groups of t, and the first product of group g (g == the
+ * number of groups: the count of products).  0 for NULL.  Cannot fail. */
+BML_EXTERN size_t bml_token_groups(const bml_token *t);
+BML_EXTERN size_t bml_token_group_first(const bml_token *t, size_t g);
+
+/* 1 when t's groups run resident on the card, 0 when they run as the
+ * worker's batches (no card, a card that cannot keep it, or an error on
+ * the card, which sends the rest of its runs to batches).  Cannot fail. */
+BML_EXTERN int bml_token_resident(const bml_token *t);
+
+/* Runs group g of t: reads its products' activation now, writes their
+ * results before it returns.  The card keeps the token resident while its
+ * groups come in order (0, 1, ..., the last; then 0 again for the next
+ * token); any other order, or the worker's own products in between, cost
+ * a new launch, never other bits.  Returns 0, BML_EINVAL (no such group),
+ * BML_EBUSY (another thread is inside a call of the worker's), BML_ESTATE
+ * (the worker was closed), or what bml_worker_mat_vec_batch returns. */
+BML_EXTERN int bml_token_run(bml_token *t, size_t g);
+
+/* Frees t and what it holds on the card.  NULL-safe. */
+BML_EXTERN void bml_token_close(bml_token *t);
+
 /* The worker's state as one JSON object (card, limit, share, allocated_bytes,
  * heap_bytes, integrated, busy, products_on_card, products_on_cpu_resting,
  * products_on_cpu_memory, products_on_cpu_error, shapes_on_card,

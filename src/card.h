@@ -39,6 +39,7 @@ typedef struct {
   cl_program program;
   cl_kernel kernel[BML_KERNEL_COUNT];
   cl_kernel batched[BML_BATCHED_COUNT];
+  cl_kernel token; /* q1_0_token: a decode's token resident on the card (token.c) */
   cl_kernel probe;
   size_t kernel_wg[BML_KERNEL_COUNT]; /* CL_KERNEL_WORK_GROUP_SIZE of each kernel: what it may run */
   bool emulated_fma;
@@ -63,7 +64,7 @@ typedef struct {
  * lookups by PTX's byte permute, their weights in a ring, the staged scales
  * of two-lane work-items as half2.  Each was measured on the H200
  * (doc/PERFORMANCE.md); the bits are the same with or without them. */
-#define BML_NVIDIA_OPTIONS "-DBML_PRMT=1 -DBML_RING=1 -DBML_D0HALF=1"
+#define BML_NVIDIA_OPTIONS "-DBML_PRMT=1 -DBML_RING=1 -DBML_D0HALF=1 -DBML_SYSFENCE_PTX=1"
 /* On NVIDIA's build for compute capability 9.0 and later (Hopper's TMA):
  * the table's activation values copied into local memory by
  * cp.async.bulk; 2320 bytes more of local memory a work-group. */

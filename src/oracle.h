@@ -23,6 +23,7 @@ typedef struct {
   unsigned spoil_batch_check; /* the worker's check of its batches at open (worker.c) sees one
                                  card result changed: bit 0 in its first round, bit 1 in its
                                  second (on one queue, after several gave other bits) */
+  bool spoil_token_check;     /* the worker's check of resident tokens at open sees other bits */
   bool fail_calibration;      /* the worker's calibration at open fails as on the card
                                 (CL_OUT_OF_RESOURCES) */
   size_t lr_shape[3];         /* q1_0_mat_vec_lr built with these rows per slice, slices and lanes

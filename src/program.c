@@ -184,6 +184,7 @@ static int create_kernels(bml__build *b) {
     b->kernel[k] = clCreateKernel(b->program, bml__kernel_name((bml__kernel_id)k), &rc);
   for (int k = 0; k < BML_BATCHED_COUNT && rc == CL_SUCCESS; k++)
     b->batched[k] = clCreateKernel(b->program, bml__batched_name((bml__batched_id)k), &rc);
+  if (rc == CL_SUCCESS) b->token = clCreateKernel(b->program, "q1_0_token", &rc);
   if (rc == CL_SUCCESS) b->probe = clCreateKernel(b->program, "bml_fma_probe", &rc);
   return rc;
 }
@@ -193,7 +194,8 @@ static int create_kernels(bml__build *b) {
 static size_t needed_wg(const bml__card *c, cl_kernel kern, const bml__build *b) {
   if (kern == b->kernel[BML_KERNEL_MAT_VEC8]) return bml__card_wg8(c);
   if (kern == b->kernel[BML_KERNEL_MAT_VEC_L] || kern == b->batched[BML_BATCHED_L]) return 8 * c->lrows;
-  if (kern == b->kernel[BML_KERNEL_MAT_VEC_LR] || kern == b->batched[BML_BATCHED_LR]) return bml__card_lr_wg(c);
+  if (kern == b->kernel[BML_KERNEL_MAT_VEC_LR] || kern == b->batched[BML_BATCHED_LR] || kern == b->token)
+    return bml__card_lr_wg(c);
   return 0;
 }
 
@@ -205,9 +207,10 @@ static size_t needed_wg(const bml__card *c, cl_kernel kern, const bml__build *b)
  * CL_INVALID_WORK_GROUP_SIZE, which the tuning takes as "this shape does
  * not fit" (src/tune.c). */
 static cl_int check_work_groups(const bml__card *c, bml__build *b, char *why, size_t len) {
-  cl_kernel all[BML_KERNEL_COUNT + BML_BATCHED_COUNT];
+  cl_kernel all[BML_KERNEL_COUNT + BML_BATCHED_COUNT + 1];
   for (int k = 0; k < BML_KERNEL_COUNT; k++) all[k] = b->kernel[k];
   for (int k = 0; k < BML_BATCHED_COUNT; k++) all[BML_KERNEL_COUNT + k] = b->batched[k];
+  all[BML_KERNEL_COUNT + BML_BATCHED_COUNT] = b->token;
   for (size_t i = 0; i < BML_ARRAY_SIZE(all); i++) {
     size_t max = 0;
     /* a driver that cannot say (an error, or 0) is taken at the device's
@@ -223,8 +226,9 @@ static cl_int check_work_groups(const bml__card *c, bml__build *b, char *why, si
     if (need > max) {
       snprintf(why, len, "%s is built for work-groups of %zu work-items and this device runs at most %zu of it "
                "(CL_KERNEL_WORK_GROUP_SIZE)",
-               i < BML_KERNEL_COUNT ? bml__kernel_name((bml__kernel_id)i)
-                                    : bml__batched_name((bml__batched_id)(i - BML_KERNEL_COUNT)),
+               i < BML_KERNEL_COUNT                     ? bml__kernel_name((bml__kernel_id)i)
+               : i < BML_KERNEL_COUNT + BML_BATCHED_COUNT ? bml__batched_name((bml__batched_id)(i - BML_KERNEL_COUNT))
+                                                          : "q1_0_token",
                need, max);
       return CL_INVALID_WORK_GROUP_SIZE;
     }
@@ -300,6 +304,7 @@ void bml__build_release(bml__build *b) {
     if (b->kernel[k]) clReleaseKernel(b->kernel[k]);
   for (int k = 0; k < BML_BATCHED_COUNT; k++)
     if (b->batched[k]) clReleaseKernel(b->batched[k]);
+  if (b->token) clReleaseKernel(b->token);
   if (b->probe) clReleaseKernel(b->probe);
   if (b->program) clReleaseProgram(b->program);
   memset(b, 0, sizeof *b);

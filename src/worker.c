@@ -2,6 +2,7 @@
 #include "worker.h"
 
 #include "golden.h"
+#include "token.h"
 #include "tune.h"
 
 #include <inttypes.h>
@@ -194,6 +195,10 @@ struct bml_worker {
   bml__fork_watch watch;
   atomic_flag driving;
   bml__worker_hooks hooks;
+  bml_token *tokens;   /* the tokens open on it (token.c) */
+  bml_token *resident; /* the token whose kernel is on the card now */
+  uint64_t token_bytes; /* what the tokens hold on the card */
+  bool tokens_resident; /* tokens may run resident (the open's check said so) */
 };
 
 /* ---- "GPU not used", logged once per reason per process ------------------------ */
@@ -252,7 +257,7 @@ static uint64_t staging_bytes(const bml_worker *w, const bml__card_buf *b, uint6
  * the card (activations in, results out). */
 static void sync_allocated(bml_worker *w) {
   w->limiter.allocated = (w->card ? bml__card_slab_bytes(w->card) : 0) + staging_bytes(w, &w->acts, w->acts.size) +
-                         staging_bytes(w, &w->outs, w->outs.size);
+                         staging_bytes(w, &w->outs, w->outs.size) + w->token_bytes;
 }
 
 /* Sets how the activations go in and the results come back: zero-copy
@@ -974,6 +979,7 @@ static void all_to_cpu(bml_worker *w, submission *s, int err) {
 }
 
 static int start(bml_worker *w, submission *s) {
+  bml__token_park(w->resident); /* a token's kernel holds the card's queue */
   s->begin_time = bml__now();
   int rc = plan(w, s);
   if (rc != 0) return rc;
@@ -1339,11 +1345,13 @@ int bml_worker_mat_vec_batch(bml_worker *w, const bml_product *products, size_t 
   }
   if (count == 0) return 0;
   if (!enter(w)) return BML_EBUSY;
-  if (w->cur.active) {
-    const int rc = in_flight_error(w);
-    leave(w);
-    return rc;
-  }
+  const int rc = bml__worker_batch_entered(w, products, count);
+  leave(w);
+  return rc;
+}
+
+int bml__worker_batch_entered(bml_worker *w, const bml_product *products, size_t count) {
+  if (w->cur.active) return in_flight_error(w);
   submission *s = &w->cur;
   memset(s, 0, sizeof *s);
   s->p = products;
@@ -1356,7 +1364,6 @@ int bml_worker_mat_vec_batch(bml_worker *w, const bml_product *products, size_t 
   int cpu = rc == 0 ? cpu_rows(w, s) : 0;
   w->time.cpu += bml__now() - t0;
   if (rc == 0) rc = complete(w, s);
-  leave(w);
   return cpu ? cpu : rc;
 }
 
@@ -1591,6 +1598,49 @@ static int check_round(bml_worker *w, batch_check *b, unsigned round, char *why,
   return rc;
 }
 
+/* The check's products as a resident token (token.c), twice round, every
+ * row compared: a card whose resident tokens give other bits, or do not
+ * run resident, runs them as batches (said once).  Returns 0 or
+ * BML_ENOMEM. */
+static int check_tokens(bml_worker *w, batch_check *b) {
+  w->tokens_resident = true;
+  const bml__build *build;
+  size_t nwg;
+  uint32_t spins;
+  if (!bml__worker_token_card(w, &build, &nwg, &spins)) return w->tokens_resident = false, 0;
+  size_t rows = 0;
+  for (size_t i = 0; i < CHECK_PRODUCTS; i++) rows += b->p[i].rows;
+  bml_token *t = NULL;
+  int rc = bml_worker_token_open(w, b->p, CHECK_PRODUCTS, &t);
+  char why[200] = "";
+  for (int round = 0; rc == 0 && !why[0] && round < 2; round++) {
+    memset(b->got, 0xff, rows * sizeof *b->got);
+    for (size_t g = 0; rc == 0 && g < bml_token_groups(t); g++) rc = bml_token_run(t, g);
+    if (rc == 0 && !bml_token_resident(t))
+      snprintf(why, sizeof why, "it did not run resident (BANKML_DEBUG=worker says why)");
+    const float *want = b->want, *got = b->got;
+    for (size_t i = 0; rc == 0 && !why[0] && i < CHECK_PRODUCTS; want += b->p[i].rows, got += b->p[i].rows, i++) {
+      long bad = bml__first_difference(want, got, b->p[i].rows);
+      if (bad < 0 && bml__oracle_get_hooks()->spoil_token_check) bad = 0;
+      if (bad >= 0)
+        snprintf(why, sizeof why, "%s (%zux%zu) row %ld differs (cpu 0x%08x, card 0x%08x)", b->p[i].name,
+                 b->p[i].rows, b->p[i].n, bad, bml__float_bits(want[bad]), bml__float_bits(got[bad]));
+    }
+  }
+  bml_token_close(t);
+  if (rc == BML_ENOMEM) return rc;
+  if (rc != 0 && !why[0]) snprintf(why, sizeof why, "%s", bml_strerror(rc));
+  if (why[0]) {
+    bml__warn(BML_CAT_WORKER, "\"%s\": a decode's token resident on the card: %s; tokens run as batches",
+              w->card->name, why);
+    w->tokens_resident = false;
+  } else {
+    bml__debug(BML_CAT_WORKER, "\"%s\": a decode's token resident on the card, %zu work-groups: bit-exact",
+               w->card->name, nwg);
+  }
+  return 0;
+}
+
 /* The check at open (above).  Returns 0 (the card may be used, perhaps on
  * one queue now), BML_EVERIFY (it may not: why says why) or BML_ENOMEM. */
 static int check_batches(bml_worker *w, char *why, size_t len) {
@@ -1613,6 +1663,7 @@ static int check_batches(bml_worker *w, char *why, size_t len) {
     why[0] = '\0';
     rc = check_round(w, &b, round++, why, len);
   }
+  if (rc == 0) rc = check_tokens(w, &b);
   check_free(&b);
   if (rc != 0 && rc != BML_ENOMEM && rc != BML_EVERIFY) {
     if (!why[0]) snprintf(why, len, "the worker's batch failed on the card: %s", bml_strerror(rc));
@@ -1894,6 +1945,7 @@ static bool in_flight(const bml_worker *w, const entry *e) {
 }
 
 static void release_all(bml_worker *w) {
+  bml__tokens_drop(w->tokens); /* their kernels parked, their matrices freed */
   if (w->card) bml__card_finish(w->card); /* a product in flight keeps its staged rows */
   /* the matrices are forgotten too (an engine that loads model after model
    * would otherwise keep every name it ever used, and look each up), except
@@ -1950,6 +2002,7 @@ void bml_worker_close(bml_worker *w) {
     free(w);
     return;
   }
+  bml__tokens_detach(w->tokens);
   free_state(w);
   if (!w->child) { /* in a child the card's objects are the parent's: left as they are */
     bml__build_release(&w->build);
@@ -1958,6 +2011,67 @@ void bml_worker_close(bml_worker *w) {
   bml_devices_free(w->devices);
   free(w);
 }
+
+/* ---- tokens (token.c) ---------------------------------------------------------------------- */
+
+bool bml__worker_enter(bml_worker *w) { return enter(w); }
+void bml__worker_leave(bml_worker *w) { leave(w); }
+
+/* A resident launch runs a work-group on each compute unit (all held at
+ * once: a launch's work-groups wait for each other), one on a software
+ * device (whose threads run work-groups in turn).  Its first work-group
+ * reads host memory for the next group this many times before it gives
+ * up: about 0.1-0.2 s at a microsecond a read over the bus, 0.1-0.5 s in
+ * the host's own memory. */
+#define TOKEN_SPINS_BUS (1u << 17)
+#define TOKEN_SPINS_HOST (1u << 26)
+
+bml__card *bml__worker_token_card(bml_worker *w, const bml__build **build, size_t *nwg, uint32_t *spins) {
+  if (!w->card || w->retired || w->child || !w->tokens_resident || !w->build.token) return NULL;
+  if (!w->card->create_buffer_nv && !w->card->host_unified) return NULL; /* no memory both reach */
+  const bool software = w->devices->dev[w->device].software != NULL;
+  *build = &w->build;
+  *nwg = software ? 1 : w->card->max_groups / BML_GROUPS_PER_UNIT;
+  if (*nwg == 0) *nwg = 1;
+  *spins = w->card->create_buffer_nv ? TOKEN_SPINS_BUS : TOKEN_SPINS_HOST;
+  return w->card;
+}
+
+bool bml__worker_token_fits(bml_worker *w, uint64_t bytes) {
+  const uint64_t avail = w->limiter.integrated ? bml__mem_available() : 0;
+  return bml__limiter_fits(&w->limiter, bytes, avail);
+}
+
+void bml__worker_token_hold(bml_worker *w, int64_t bytes) {
+  w->token_bytes = (uint64_t)((int64_t)w->token_bytes + bytes);
+  sync_allocated(w);
+}
+
+void bml__worker_set_resident(bml_worker *w, bml_token *t) { w->resident = t; }
+
+void bml__worker_token_ran(bml_worker *w, size_t products, int err, const double sec[BML_TOKEN_PHASES]) {
+  if (err == 0) {
+    w->count.on_card += products;
+    w->errors_in_row = 0;
+  } else if (err == BML_EVERIFY) {
+    w->count.on_cpu_decided += products;
+  } else if (err != BML_ENOMEM) {
+    card_error(w, err);
+  }
+  w->time.submissions++;
+  w->time.upload += sec[0], w->time.launch += sec[1], w->time.wait += sec[2], w->time.copy += sec[3];
+  w->time.cpu += sec[4];
+  w->time.enqueue += sec[0] + sec[1];
+}
+
+int bml__worker_token_where(const bml_worker *w) {
+  if (!w->share_fixed) return 0;
+  return w->share >= BML_SHARE_ALONE ? 1 : w->share < BML_SHARE_MIN ? 2 : 3;
+}
+
+bml_pool *bml__worker_pool(bml_worker *w) { return w->pool; }
+
+bml_token **bml__worker_tokens(bml_worker *w) { return &w->tokens; }
 
 /* ---- test hooks -------------------------------------------------------------------------- */
 

@@ -81,6 +81,7 @@ struct bench_row {
   bool pipelined;        /* the token as one batch: the bound with no dependencies between groups */
   double group_cost_us;  /* round trips: (this token - the pipelined token) / groups, in µs; NaN: not known */
   double group_us[BENCH_PHASES]; /* round trips: where a group's time went, mean µs a group (bench_phase_names) */
+  const char *token;     /* round trips: "resident" (the token stayed on the card) or "batches" */
 };
 
 /* Everything a run produced, rendered in one place (bench_render.c). */

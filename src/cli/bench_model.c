@@ -35,9 +35,11 @@ struct token {
   bml_block_q8_0 **a;  /* one per group */
   float **want;        /* the CPU's results, one per product */
   uint64_t weight_bytes, card_bytes;
+  bml_token *tk;       /* the products as a decode's token (the worker's modes) */
 };
 
 static void token_free(struct token *t) {
+  bml_token_close(t->tk);
   for (size_t i = 0; t->w && i < t->nproducts; i++) free(t->w[i]), free(t->want[i]), free(t->p[i].out);
   for (size_t i = 0; t->a && i < t->ngroups; i++) free(t->a[i]);
   free(t->w), free(t->want), free(t->a), free(t->p), free(t->group_first);
@@ -129,15 +131,15 @@ static int run_cpu(const struct token *t, bml_pool *pool, bml_worker *w, bool ro
   return 0;
 }
 
-/* One token through the worker: one batch (pipelined), or one
- * batch per group (a wait for each, as an engine whose CPU work between
- * the groups needs their results). */
+/* One token through the worker: one batch (pipelined), or its groups one
+ * at a time, each returned before the next is asked for (as an engine
+ * whose CPU work between the groups needs their results), through a
+ * decode's token (bml_token_run). */
 static int run_worker(const struct token *t, bml_pool *pool, bml_worker *w, bool round_trips) {
   (void)pool;
   if (!round_trips) return bml_worker_mat_vec_batch(w, t->p, t->nproducts);
-  for (size_t g = 0; g < t->ngroups; g++) {
-    size_t first = t->group_first[g], count = t->group_first[g + 1] - first;
-    int rc = bml_worker_mat_vec_batch(w, t->p + first, count);
+  for (size_t g = 0; g < bml_token_groups(t->tk); g++) {
+    int rc = bml_token_run(t->tk, g);
     if (rc != 0) return rc;
   }
   return 0;
@@ -204,7 +206,8 @@ static int measure(const struct bench_config *cfg, struct token *t, bml_pool *po
                           .cache = "warm", .weight_bytes = t->weight_bytes,
                           .card_bytes = w && strncmp(mode, "card", 4) == 0 ? t->card_bytes : 0, .exact = exact,
                           .groups = w && round_trips ? t->ngroups : 0, .pipelined = w && !round_trips,
-                          .group_cost_us = NAN};
+                          .group_cost_us = NAN,
+                          .token = !w || !round_trips ? NULL : bml_token_resident(t->tk) ? "resident" : "batches"};
   if (rc == 0) {
     bench_summarize(ms, cfg->runs, &row);
     bench_progress(cfg, "%s %s: %.3f ms per token, %s", mode, t->m->name, row.median_ms, exact ? "exact" : "NOT EXACT");
@@ -234,6 +237,8 @@ int bench_model_run(const struct bench_config *cfg, struct bench_report *rep, co
   rc = token_init(&t, cfg->model);
   if (rc == 0 && (rc = token_reference(&t)) != 0)
     fprintf(stderr, "bankml-cl bench --model %s: the reference: %s\n", cfg->model->name, bml_strerror(rc));
+  if (rc == 0 && w && (rc = bml_worker_token_open(w, t.p, t.nproducts, &t.tk)) != 0)
+    fprintf(stderr, "bankml-cl bench --model %s: the token: %s\n", cfg->model->name, bml_strerror(rc));
   /* the rows keep these names: string constants, not buffers */
   bool card = strcmp(mode, "card") == 0;
   const char *piped = card ? "card-pipelined" : "split-pipelined";

@@ -120,7 +120,8 @@ static void text_groups(const struct bench_report *rep, FILE *f) {
       fprintf(f, "%s %s: the token as one batch, the bound with no dependencies between its groups (a decode "
                  "waits for each group)\n", r->mode, r->label ? r->label : "");
     if (!r->groups) continue;
-    fprintf(f, "%s %s: %zu groups, each a batch and a wait", r->mode, r->label ? r->label : "", r->groups);
+    fprintf(f, "%s %s: %zu groups, each run when the one before returned (a token, %s)", r->mode,
+            r->label ? r->label : "", r->groups, r->token ? r->token : "-");
     if (!isnan(r->group_cost_us)) fprintf(f, "; a group costs %.1f us beside its kernels ((this - pipelined) / groups)",
                                        r->group_cost_us);
     fprintf(f, "\n  a group's mean us:");
@@ -217,6 +218,7 @@ static json_t *json_add_groups(json_t *row, const struct bench_row *r) {
     if (json_object_set_new(phases, bench_phase_names[k], json_real(r->group_us[k])) != 0) json_decref(phases), phases = NULL;
   json_t *cost = !isnan(r->group_cost_us) ? json_real(r->group_cost_us) : json_null();
   if (!phases || json_object_set_new(row, "groups", json_integer((json_int_t)r->groups)) != 0 ||
+      json_object_set_new(row, "token", r->token ? json_string(r->token) : json_null()) != 0 ||
       json_object_set_new(row, "group_cost_us", cost) != 0 || json_object_set_new(row, "group_us", phases) != 0) {
     if (!phases) json_decref(cost);
     json_decref(row);

@@ -1,0 +1,233 @@
+/* test_token.c -- a decode's token (bml_worker_token_open, bml_token_run): resident on the card where it can be, every row exact, and never other bits when it cannot. */
+#include <criterion/criterion.h>
+
+#include <jansson.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "golden.h"
+#include "logbuf.h"
+#include "worker.h"
+
+static bml_pool *pool;
+static char logged[8192];
+
+static void capture(void *ctx, bml_log_level level, const char *cat, const char *msg) {
+  (void)ctx, (void)level, (void)cat;
+  logbuf_append(logged, sizeof logged, msg);
+}
+
+static void setup(void) {
+  unsetenv("OCL_ICD_VENDORS");
+  unsetenv("BANKML_SYSFS_ROOT");
+  unsetenv("BANKML_GPU");
+  unsetenv("BANKML_GPU_LIMIT");
+  setenv("BANKML_GPU_SOFTWARE", "1", 1);
+  setenv("BANKML_GPU_SHARE", "1", 1); /* no calibration: the card takes every row */
+  bml__oracle_hooks h = {.quick = true};
+  bml__oracle_set_hooks(&h);
+  cr_assert_eq(bml_pool_open(2, &pool), 0);
+}
+
+static void teardown(void) {
+  bml_pool_close(pool);
+  bml__oracle_set_hooks(NULL);
+}
+
+TestSuite(token, .init = setup, .fini = teardown, .timeout = 120);
+
+/* The open says what its check of resident tokens found under
+ * BANKML_DEBUG=worker (read once, at the pool's open). */
+static void setup_debug(void) {
+  setenv("BANKML_DEBUG", "worker", 1);
+  setup();
+}
+
+TestSuite(token_debug, .init = setup_debug, .fini = teardown, .timeout = 120);
+
+/* A worker, or a skip where there is no OpenCL device at all. */
+static bml_worker *open_worker(void) {
+  bml_worker *w = NULL;
+  logged[0] = '\0';
+  bml_log_set_sink(capture, NULL);
+  const int rc = bml_worker_open(pool, &w);
+  bml_log_set_sink(NULL, NULL);
+  cr_assert_eq(rc, 0, "open: %s", bml_strerror(rc));
+  if (!w && strstr(logged, "no usable GPU is selected")) cr_skip_test("no OpenCL device for a worker here (%s)", logged);
+  cr_assert_not_null(w, "no worker, on a device that is there: %s", logged);
+  return w;
+}
+
+/* Two layers of a small model (Q/K/V, O, gate/up, down), then a head:
+ * 15 products in 9 groups, each matrix its own, random and layer-shaped
+ * data (-128 quants among them), the CPU's results in want. */
+#define LAYERS 2
+#define PRODUCTS (LAYERS * 7 + 1)
+typedef struct {
+  bml_product p[PRODUCTS];
+  bml_block_q1_0 *w[PRODUCTS];
+  bml_block_q8_0 *a[PRODUCTS];
+  float *out[PRODUCTS], *want[PRODUCTS];
+} model;
+
+static void make_model(model *m, size_t hidden, uint64_t seed) {
+  static const char *const names[8] = {"q", "k", "v", "o", "gate", "up", "down", "head"};
+  const size_t rows[8] = {hidden, hidden / 4, hidden / 4, hidden, 3 * hidden, 3 * hidden, hidden, 4 * hidden + 16};
+  const size_t cols[8] = {hidden, hidden, hidden, hidden, hidden, hidden, 3 * hidden, hidden};
+  static const int group[8] = {0, 0, 0, 1, 2, 2, 3, 4};
+  memset(m, 0, sizeof *m);
+  for (size_t i = 0; i < PRODUCTS; i++) {
+    const int k = i == PRODUCTS - 1 ? 7 : (int)(i % 7);
+    const bool starts = k == 0 || group[k] != group[k - 1], shaped = (i / 7) % 2 == 1;
+    m->w[i] = malloc(rows[k] * (cols[k] / BML_Q1_0_BLOCK) * sizeof(bml_block_q1_0));
+    m->out[i] = malloc(rows[k] * sizeof(float));
+    m->want[i] = malloc(rows[k] * sizeof(float));
+    cr_assert(m->w[i] && m->out[i] && m->want[i]);
+    if (starts) {
+      m->a[i] = malloc(cols[k] / BML_Q8_0_BLOCK * sizeof(bml_block_q8_0));
+      cr_assert_not_null(m->a[i]);
+      cr_assert_eq(bml__gen_q8_0(&seed, m->a[i], cols[k], shaped), 0);
+    }
+    const bml_block_q8_0 *act = starts ? m->a[i] : m->p[i - 1].act;
+    bml__gen_q1_0(&seed, m->w[i], rows[k], cols[k], shaped);
+    m->p[i] = (bml_product){names[k], m->w[i], rows[k], cols[k], act, m->out[i]};
+    cr_assert_eq(bml_q1_0_mat_vec(m->w[i], rows[k], cols[k], act, m->want[i]), 0);
+    memset(m->out[i], 0xff, rows[k] * sizeof(float));
+  }
+}
+
+static void free_model(model *m) {
+  for (size_t i = 0; i < PRODUCTS; i++) free(m->w[i]), free(m->a[i]), free(m->out[i]), free(m->want[i]);
+}
+
+/* Every product's rows are the CPU's bits; the outputs spoilt for the next run. */
+static void expect_exact(model *m, const char *when) {
+  for (size_t i = 0; i < PRODUCTS; i++) {
+    const long r = bml__first_difference(m->want[i], m->out[i], m->p[i].rows);
+    cr_expect(r < 0, "%s: product %zu (%s) row %ld differs", when, i, m->p[i].name, r);
+    memset(m->out[i], 0xff, m->p[i].rows * sizeof(float));
+  }
+}
+
+static long long on_card(bml_worker *w) {
+  char *text = NULL;
+  cr_assert_eq(bml_worker_status_json(w, &text), 0);
+  json_t *j = json_loads(text, 0, NULL);
+  free(text);
+  const long long n = json_integer_value(json_object_get(j, "products_on_card"));
+  json_decref(j);
+  return n;
+}
+
+static void run_all(bml_token *t) {
+  for (size_t g = 0; g < bml_token_groups(t); g++) cr_assert_eq(bml_token_run(t, g), 0, "group %zu", g);
+}
+
+Test(token, groups_are_the_products_that_share_an_activation) {
+  bml_worker *w = open_worker();
+  model m;
+  make_model(&m, 256, 1);
+  bml_token *t = NULL;
+  cr_assert_eq(bml_worker_token_open(w, m.p, PRODUCTS, &t), 0);
+  cr_assert_eq(bml_token_groups(t), LAYERS * 4 + 1);
+  static const size_t first[] = {0, 3, 4, 6, 7, 10, 11, 13, 14, 15};
+  for (size_t g = 0; g <= bml_token_groups(t); g++) cr_expect_eq(bml_token_group_first(t, g), first[g], "group %zu", g);
+  bml_token_close(t);
+  free_model(&m);
+  bml_worker_close(w);
+}
+
+/* The open's check passes on the card (PoCL here): tokens run resident,
+ * every group on the card, in order token after token, and out of order. */
+Test(token_debug, a_resident_token_gives_the_cpu_bits_in_order_and_out_of_order) {
+  bml_worker *w = open_worker();
+  cr_expect(strstr(logged, "a decode's token resident on the card, 1 work-groups: bit-exact") != NULL, "%s", logged);
+  model m;
+  make_model(&m, 256, 2);
+  bml_token *t = NULL;
+  cr_assert_eq(bml_worker_token_open(w, m.p, PRODUCTS, &t), 0);
+  const long long before = on_card(w);
+  for (int token = 0; token < 3; token++) {
+    run_all(t);
+    expect_exact(&m, "in order");
+  }
+  cr_expect(bml_token_resident(t), "the token left the card");
+  cr_expect_eq(on_card(w) - before, 3 * PRODUCTS);
+  /* backwards, and a group twice: new launches, the same bits */
+  for (size_t g = bml_token_groups(t); g-- > 0;) cr_assert_eq(bml_token_run(t, g), 0);
+  cr_assert_eq(bml_token_run(t, 4), 0);
+  expect_exact(&m, "out of order");
+  cr_expect(bml_token_resident(t));
+  bml_token_close(t);
+  free_model(&m);
+  bml_worker_close(w);
+}
+
+/* The worker's own products between a token's groups (its kernel parked,
+ * then launched again), and a release (its matrices uploaded again). */
+Test(token, the_workers_own_products_and_a_release_between_groups_keep_every_bit) {
+  bml_worker *w = open_worker();
+  model m, other;
+  make_model(&m, 256, 3);
+  make_model(&other, 128, 4);
+  bml_token *t = NULL;
+  cr_assert_eq(bml_worker_token_open(w, m.p, PRODUCTS, &t), 0);
+  for (size_t g = 0; g < bml_token_groups(t); g++) {
+    cr_assert_eq(bml_token_run(t, g), 0);
+    if (g == 2) cr_assert_eq(bml_worker_mat_vec_batch(w, other.p, PRODUCTS), 0);
+    if (g == 5) bml_worker_release(w);
+  }
+  expect_exact(&m, "with products and a release between");
+  expect_exact(&other, "the worker's batch");
+  cr_expect(bml_token_resident(t));
+  bml_token_close(t);
+  free_model(&m), free_model(&other);
+  bml_worker_close(w);
+}
+
+/* A card whose resident tokens gave other bits at the open's check: tokens
+ * run as the worker's batches, exact, and the log says why. */
+Test(token, a_card_whose_resident_token_gives_other_bits_runs_tokens_as_batches) {
+  const bml__oracle_hooks h = {.quick = true, .spoil_token_check = true};
+  bml__oracle_set_hooks(&h);
+  bml_worker *w = open_worker();
+  cr_expect(strstr(logged, "a decode's token resident on the card: check.0.q (512x512) row 0 differs (cpu 0x") != NULL,
+            "%s", logged);
+  model m;
+  make_model(&m, 256, 5);
+  bml_token *t = NULL;
+  cr_assert_eq(bml_worker_token_open(w, m.p, PRODUCTS, &t), 0);
+  cr_expect_not(bml_token_resident(t));
+  run_all(t);
+  expect_exact(&m, "as batches");
+  bml_token_close(t);
+  free_model(&m);
+  bml_worker_close(w);
+}
+
+Test(token, bad_arguments_are_refused_and_a_closed_worker_runs_nothing) {
+  bml_worker *w = open_worker();
+  model m;
+  make_model(&m, 256, 6);
+  bml_token *t = (bml_token *)0x1;
+  cr_expect_eq(bml_worker_token_open(w, m.p, 0, &t), BML_EINVAL);
+  cr_expect_null(t);
+  cr_expect_eq(bml_worker_token_open(NULL, m.p, PRODUCTS, &t), BML_EINVAL);
+  cr_expect_eq(bml_worker_token_open(w, m.p, PRODUCTS, NULL), BML_EINVAL);
+  bml_product bad[2] = {m.p[0], m.p[1]};
+  bad[1].n = 100; /* not whole blocks */
+  cr_expect_eq(bml_worker_token_open(w, bad, 2, &t), BML_ESHAPE);
+  bad[1] = m.p[1], bad[1].out = (float *)m.p[1].act; /* results over the activation */
+  cr_expect_eq(bml_worker_token_open(w, bad, 2, &t), BML_EINVAL);
+  cr_assert_eq(bml_worker_token_open(w, m.p, PRODUCTS, &t), 0);
+  cr_expect_eq(bml_token_run(t, bml_token_groups(t)), BML_EINVAL);
+  cr_expect_eq(bml_token_run(NULL, 0), BML_EINVAL);
+  cr_assert_eq(bml_token_run(t, 0), 0);
+  bml_worker_close(w); /* before the token: it runs nothing more */
+  cr_expect_eq(bml_token_run(t, 1), BML_ESTATE);
+  cr_expect_eq(bml_token_groups(NULL), 0);
+  bml_token_close(t);
+  bml_token_close(NULL);
+  free_model(&m);
+}
