@@ -1009,17 +1009,18 @@ void q1_0_mat_vec_lrb(__global const uint4 *restrict bits, __global const float 
  * work-groups are all resident at once (the host launches no more than the
  * card holds).  Through host memory that the card reads and writes over
  * the bus (`host`, uint words): the host writes a group's activation
- * (repacked, as the other kernels read it) at the group's own offset, the
- * group at BML_TOKEN_GROUP, then the next ticket (ticket0, ticket0 + 1,
- * ...) at BML_TOKEN_REQ; work-group 0 waits for it (at most `spins`
- * reads), copies the activation into `dev` at the same offset and posts
- * the group and the ticket at dev words BML_TOKEN_DGROUP and BML_TOKEN_FLAG;
+ * (repacked, as the other kernels read it) at the group's own offset,
+ * then the next ticket (ticket0, ticket0 + 1, ...) and the group in one
+ * word at BML_TOKEN_REQ (BML_TOKEN_WORD: the ticket's low 20 bits above the
+ * group's 12, so that one read over the bus brings both); work-group 0
+ * waits for it (at most `spins`, below), copies the activation into `dev`
+ * at the same offset and posts the same word at dev word BML_TOKEN_FLAG;
  * the other work-groups wait for that post.  Every work-group then
  * computes its share of the group's records (as q1_0_mat_vec_lrb does: the
  * same bits), writing the results over the bus into `out_base`; the last
  * one done (a count at dev word BML_TOKEN_COUNT) writes the ticket at
- * BML_TOKEN_DONE.  A ticket that does not come (BML_TOKEN_ABORT, or `spins`
- * reads) ends the kernel, work-group 0 writing the ticket it waited for at
+ * BML_TOKEN_DONE.  A ticket that does not come (BML_TOKEN_ABORT, or not
+ * within `spins`) ends the kernel, work-group 0 writing the ticket it waited for at
  * BML_TOKEN_EXIT.  Each group's activation has an offset of its own, in
  * `host` and in `dev`, and the host runs a group at most once a launch:
  * the card's caches (which the kernel's loads may go through) never hold
@@ -1029,23 +1030,33 @@ void q1_0_mat_vec_lrb(__global const uint4 *restrict bits, __global const float 
  * bytes), and the records.
  */
 #define BML_TOKEN_REQ 0u
-#define BML_TOKEN_GROUP 1u
 #define BML_TOKEN_DONE 16u
 #define BML_TOKEN_EXIT 32u
 #define BML_TOKEN_FLAG 0u
-#define BML_TOKEN_DGROUP 1u
 #define BML_TOKEN_COUNT 16u
+#define BML_TOKEN_WORD(ticket, group) (((ticket) << 12) | (group))
 #define BML_TOKEN_TABLE 64u
 #define BML_TOKEN_GROUP_WORDS 8u
 #define BML_TOKEN_ABORT 0xffffffffu
 
 /* What the host reads of the card's writes over the bus is ordered only by
  * a fence of the system's scope: PTX's membar.sys on NVIDIA's build (its
- * global fence is the card's scope alone); elsewhere the global fence. */
+ * global fence is the card's scope alone); elsewhere the global fence.
+ * A wait gives up after `spins`: microseconds of the card's own clock on
+ * NVIDIA's build (PTX's %globaltimer), elsewhere reads. */
 #if defined(BML_SYSFENCE_PTX) && BML_SYSFENCE_PTX
 #define BML_SYS_FENCE() asm volatile("membar.sys;" ::: "memory")
+static inline ulong bml_clock_ns(void) {
+  ulong t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+#define BML_SPIN_START(limit) const ulong spin_end_ = bml_clock_ns() + (ulong)(limit) * 1000ul
+#define BML_SPIN_OVER(n, limit) (((n) & 63u) == 0u && bml_clock_ns() > spin_end_)
 #else
 #define BML_SYS_FENCE() mem_fence(CLK_GLOBAL_MEM_FENCE)
+#define BML_SPIN_START(limit) (void)0
+#define BML_SPIN_OVER(n, limit) ((n) >= (limit))
 #endif
 
 __kernel __attribute__((reqd_work_group_size(8 / BML_LRLPT * BML_LRROWS, 1, 1)))
@@ -1064,9 +1075,12 @@ void q1_0_token(__global const uint4 *restrict bits, __global const float *restr
     if (wg == 0u) {
       if (lid == 0u) {
         uint n = 0u, r;
-        while ((r = host[BML_TOKEN_REQ]) != ticket && r != BML_TOKEN_ABORT && ++n < spins) continue;
-        go = r == ticket;
-        grp = go ? host[BML_TOKEN_GROUP] : 0u;
+        BML_SPIN_START(spins);
+        while ((r = host[BML_TOKEN_REQ]) >> 12 != (ticket & 0xfffffu) && r != BML_TOKEN_ABORT &&
+               !BML_SPIN_OVER(++n, spins))
+          continue;
+        go = r >> 12 == (ticket & 0xfffffu);
+        grp = r & 0xfffu;
       }
       barrier(CLK_LOCAL_MEM_FENCE);
       if (go) {
@@ -1078,18 +1092,21 @@ void q1_0_token(__global const uint4 *restrict bits, __global const float *restr
       mem_fence(CLK_GLOBAL_MEM_FENCE);
       barrier(CLK_GLOBAL_MEM_FENCE);
       if (lid == 0u) {
-        if (!go) host[BML_TOKEN_EXIT] = ticket;
-        atomic_xchg(&vdev[BML_TOKEN_DGROUP], grp);
-        mem_fence(CLK_GLOBAL_MEM_FENCE);
-        atomic_xchg(&vdev[BML_TOKEN_FLAG], go ? ticket : BML_TOKEN_ABORT);
+        if (!go) {
+          host[BML_TOKEN_EXIT] = ticket;
+          BML_SYS_FENCE();
+        }
+        atomic_xchg(&vdev[BML_TOKEN_FLAG], go ? BML_TOKEN_WORD(ticket, grp) : BML_TOKEN_ABORT);
       }
     } else {
       if (lid == 0u) {
         uint n = 0u, f;
-        while ((f = atomic_or(&vdev[BML_TOKEN_FLAG], 0u)) != ticket && f != BML_TOKEN_ABORT && ++n < 64u * spins)
+        BML_SPIN_START(2u * spins); /* work-group 0 posts an abort when it gives up first */
+        while ((f = atomic_or(&vdev[BML_TOKEN_FLAG], 0u)) >> 12 != (ticket & 0xfffffu) && f != BML_TOKEN_ABORT &&
+               !BML_SPIN_OVER(++n, 64u * spins))
           continue;
-        go = f == ticket;
-        grp = atomic_or(&vdev[BML_TOKEN_DGROUP], 0u);
+        go = f >> 12 == (ticket & 0xfffffu);
+        grp = f & 0xfffu;
       }
       barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);
     }

@@ -8,13 +8,18 @@
 
 /* cl/q1_0.cl's q1_0_token: its words in host and device memory. */
 #define TOKEN_REQ 0u
-#define TOKEN_GROUP 1u
 #define TOKEN_DONE 16u
 #define TOKEN_EXIT 32u
 #define TOKEN_COUNT 16u /* in dev */
 #define TOKEN_TABLE 64u
 #define TOKEN_GROUP_WORDS 8u
 #define TOKEN_ABORT 0xffffffffu
+/* A request: the ticket's low 20 bits above the group's 12 (cl/q1_0.cl's
+ * BML_TOKEN_WORD); tickets run 1 .. TOKEN_TICKET_MOST, groups below
+ * TOKEN_GROUPS_MOST. */
+#define TOKEN_WORD(ticket, group) (((ticket) << 12) | (uint32_t)(group))
+#define TOKEN_TICKET_MOST 0xffffeu
+#define TOKEN_GROUPS_MOST 4096u
 #define TOKEN_HEAD 256u /* bytes of the words above, in both */
 
 /* How long a run waits for its group before it takes the card for broken
@@ -22,6 +27,9 @@
  * takes microseconds on a GPU, but a software device's threads may wait
  * for the host's cores. */
 #define TOKEN_GIVE_UP_SECONDS 10.0
+/* Launches a run tries where the kernel gave up waiting for its group
+ * just before it came. */
+#define TOKEN_TRIES 4
 
 struct bml_token {
   bml_worker *w; /* NULL once the worker closed before the token */
@@ -45,6 +53,7 @@ struct bml_token {
   uint32_t launch;  /* launches made (the one running, when one is) */
   uint32_t *ran;    /* each group: the launch it last ran in (a launch runs a group once) */
   uint32_t ticket;  /* the next group's ticket */
+  uint32_t ticket0; /* the running launch's first (one below it: the tickets wrapped, a new launch) */
   /* where each group runs: learnt from its first runs (card or CPU) */
   uint8_t *where;   /* WHERE_* */
   float *times;     /* TRIALS card times, then TRIALS CPU times, per group (seconds) */
@@ -207,9 +216,20 @@ static int load(bml_token *t) {
 
 /* ---- the resident launch --------------------------------------------------- */
 
+/* Posts a word the card polls: after everything written before it (a
+ * group's activation, the group), and out at once.  Host memory the card
+ * reads over the bus may be mapped write-combining (NVIDIA's), whose
+ * stores wait in the CPU's buffers, in any order, until a fence drains
+ * them: a ticket left there is one the card never sees. */
+static void post(uint32_t *word, uint32_t value) {
+  atomic_thread_fence(memory_order_seq_cst);
+  atomic_store_explicit((_Atomic uint32_t *)word, value, memory_order_seq_cst);
+  atomic_thread_fence(memory_order_seq_cst);
+}
+
 void bml__token_park(bml_token *t) {
   if (!t || !t->running) return;
-  atomic_store_explicit((_Atomic uint32_t *)&t->h[TOKEN_REQ], TOKEN_ABORT, memory_order_release);
+  post(&t->h[TOKEN_REQ], TOKEN_ABORT);
   clWaitForEvents(1, &t->running);
   clReleaseEvent(t->running);
   t->running = NULL;
@@ -224,7 +244,7 @@ static int launch(bml_token *t) {
   const cl_uint zero = 0;
   const size_t local = bml__card_lr_wg(c), global = t->nwg * local;
   /* a ticket the kernel waits past (not an abort left by the last park) */
-  atomic_store_explicit((_Atomic uint32_t *)&t->h[TOKEN_REQ], ticket - 1, memory_order_release);
+  post(&t->h[TOKEN_REQ], TOKEN_WORD(ticket - 1, 0));
   cl_int rc = clEnqueueFillBuffer(c->queue, t->dev, &zero, sizeof zero, 0, TOKEN_HEAD, 0, NULL, NULL);
   if (rc == CL_SUCCESS) rc = clSetKernelArg(k, 0, sizeof(cl_mem), &t->bits);
   if (rc == CL_SUCCESS) rc = clSetKernelArg(k, 1, sizeof(cl_mem), &t->d0);
@@ -237,6 +257,7 @@ static int launch(bml_token *t) {
   if (rc == CL_SUCCESS) rc = clFlush(c->queue);
   if (rc != CL_SUCCESS && t->running) bml__token_park(t);
   if (rc == CL_SUCCESS) {
+    t->ticket0 = ticket;
     t->launch = t->launch + 1 ? t->launch + 1 : 1; /* 0 is no launch */
     bml__worker_set_resident(t->w, t);
   }
@@ -265,8 +286,8 @@ static int await(bml_token *t, uint32_t ticket) {
   const double until = bml__now() + TOKEN_GIVE_UP_SECONDS;
   for (unsigned i = 1;; i++) {
     if (atomic_load_explicit(done, memory_order_acquire) == ticket) return 0;
-    if (atomic_load_explicit(exit, memory_order_acquire) == ticket) return 1;
     if ((i & 255u) == 0) {
+      if (atomic_load_explicit(exit, memory_order_acquire) == ticket) return 1;
       sched_yield(); /* a software device's thread may need this core */
       const cl_int rc = reap(t);
       if (rc != CL_SUCCESS) return rc;
@@ -287,10 +308,10 @@ static void scatter(const bml_token *t, size_t g) {
   }
 }
 
-/* The ticket after `ticket`: never 0, whose predecessor a launch leaves
- * in BML_TOKEN_REQ, nor the abort. */
+/* The ticket after `ticket`, back to 1 past TOKEN_TICKET_MOST (a launch
+ * ends before: run_resident). */
 static void next_ticket(bml_token *t, uint32_t ticket) {
-  t->ticket = ticket + 1 >= TOKEN_ABORT || ticket + 1 == 0 ? 1 : ticket + 1;
+  t->ticket = ticket >= TOKEN_TICKET_MOST ? 1 : ticket + 1;
 }
 
 /* Group g resident on the card (the worker entered); sec: upload, launch,
@@ -303,17 +324,16 @@ static int run_resident(bml_token *t, size_t g, double sec[BML_TOKEN_PHASES]) {
   }
   /* a launch runs a group once (cl/q1_0.cl), and a ticket past the abort's
    * needs a new one */
-  if (t->running && (t->ran[g] == t->launch || t->ticket >= TOKEN_ABORT - 1)) bml__token_park(t);
+  if (t->running && (t->ran[g] == t->launch || t->ticket < t->ticket0)) bml__token_park(t);
   int rc = reap(t);
-  for (int tries = 0; rc == 0 && tries < 2; tries++) {
+  for (int tries = 0; rc == 0 && tries < TOKEN_TRIES; tries++) {
     double t0 = bml__now();
     if (!t->running && (rc = launch(t)) != 0) break;
     double t1 = bml__now();
     const uint32_t ticket = t->ticket;
     const bml_product *p = &t->p[t->first[g]];
     bml__card_act_repack(p->act, p->n, (char *)t->h + t->act_off[g]);
-    atomic_store_explicit((_Atomic uint32_t *)&t->h[TOKEN_GROUP], (uint32_t)g, memory_order_relaxed);
-    atomic_store_explicit((_Atomic uint32_t *)&t->h[TOKEN_REQ], ticket, memory_order_release);
+    post(&t->h[TOKEN_REQ], TOKEN_WORD(ticket, g));
     double t2 = bml__now();
     rc = await(t, ticket);
     double t3 = bml__now();
@@ -331,7 +351,13 @@ static int run_resident(bml_token *t, size_t g, double sec[BML_TOKEN_PHASES]) {
     t->ran[g] = t->launch;
     return 0;
   }
-  if (rc == 0) rc = CL_OUT_OF_RESOURCES; /* gave up twice */
+  cl_int state = 0;
+  if (t->running) clGetEventInfo(t->running, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof state, &state, NULL);
+  bml__debug(BML_CAT_WORKER, "a token's group %zu: %s%s (%d); tickets: asked %u, done %u, given up %u; launch %u, "
+             "its state %d, %zu work-groups, %u spins", g, rc == 0 ? "the card gave up waiting for it, every launch" : "",
+             rc == 0 ? "" : bml_err_name(rc), rc, t->h[TOKEN_REQ], t->h[TOKEN_DONE], t->h[TOKEN_EXIT], t->launch,
+             (int)state, t->nwg, t->spins);
+  if (rc == 0) rc = CL_OUT_OF_RESOURCES; /* gave up every time */
   bml__token_park(t);
   return rc;
 }
@@ -438,7 +464,7 @@ int bml_worker_token_open(bml_worker *w, const bml_product *products, size_t cou
   }
   t->w = w;
   t->card = bml__worker_token_card(w, &t->build, &t->nwg, &t->spins);
-  t->resident = t->card != NULL;
+  t->resident = t->card != NULL && t->ngroups < TOKEN_GROUPS_MOST;
   t->ticket = 1;
   link_token(t, true);
   bml__worker_leave(w);

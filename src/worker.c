@@ -2020,11 +2020,14 @@ void bml__worker_leave(bml_worker *w) { leave(w); }
 /* A resident launch runs a work-group on each compute unit (all held at
  * once: a launch's work-groups wait for each other), one on a software
  * device (whose threads run work-groups in turn).  Its first work-group
- * reads host memory for the next group this many times before it gives
- * up: about 0.1-0.2 s at a microsecond a read over the bus, 0.1-0.5 s in
- * the host's own memory. */
-#define TOKEN_SPINS_BUS (1u << 17)
-#define TOKEN_SPINS_HOST (1u << 26)
+ * waits for the next group this long before it gives up (the host then
+ * launches it again when the group comes): on NVIDIA's build, microseconds
+ * of the card's clock (cl/q1_0.cl); elsewhere reads of host memory (2^30 in
+ * the host's own memory: seconds, for a software device's thread may wait
+ * long for a core while the host's threads hold them). */
+#define TOKEN_SPIN_US 50000u
+#define TOKEN_SPINS_BUS (1u << 20)
+#define TOKEN_SPINS_HOST (1u << 30)
 
 bml__card *bml__worker_token_card(bml_worker *w, const bml__build **build, size_t *nwg, uint32_t *spins) {
   if (!w->card || w->retired || w->child || !w->tokens_resident || !w->build.token) return NULL;
@@ -2033,7 +2036,7 @@ bml__card *bml__worker_token_card(bml_worker *w, const bml__build **build, size_
   *build = &w->build;
   *nwg = software ? 1 : w->card->max_groups / BML_GROUPS_PER_UNIT;
   if (*nwg == 0) *nwg = 1;
-  *spins = w->card->create_buffer_nv ? TOKEN_SPINS_BUS : TOKEN_SPINS_HOST;
+  *spins = w->card->nvidia_build ? TOKEN_SPIN_US : w->card->create_buffer_nv ? TOKEN_SPINS_BUS : TOKEN_SPINS_HOST;
   return w->card;
 }
 
