@@ -1125,6 +1125,7 @@ void q1_0_token(__global const uint4 *restrict bits, __global const float *restr
     if (lid == 0u && atomic_inc(&vdev[BML_TOKEN_COUNT]) == (i + 1u) * nwg - 1u) {
       BML_SYS_FENCE();
       host[BML_TOKEN_DONE] = ticket;
+      BML_SYS_FENCE(); /* out now: the card's caches may keep a write to host memory until a fence */
     }
   }
 }

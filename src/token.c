@@ -29,7 +29,7 @@
 #define TOKEN_GIVE_UP_SECONDS 10.0
 /* Launches a run tries where the kernel gave up waiting for its group
  * just before it came. */
-#define TOKEN_TRIES 4
+#define TOKEN_TRIES 2
 
 struct bml_token {
   bml_worker *w; /* NULL once the worker closed before the token */
