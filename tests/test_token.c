@@ -231,3 +231,41 @@ Test(token, bad_arguments_are_refused_and_a_closed_worker_runs_nothing) {
   bml_token_close(NULL);
   free_model(&m);
 }
+
+static long long counter(bml_worker *w, const char *name) {
+  char *text = NULL;
+  cr_assert_eq(bml_worker_status_json(w, &text), 0);
+  json_t *j = json_loads(text, 0, NULL);
+  free(text);
+  const long long n = json_integer_value(json_object_get(j, name));
+  json_decref(j);
+  return n;
+}
+
+/* A worker whose share is not fixed lets each group learn where it runs:
+ * PoCL is a slow card beside the pool (its one work-group against the
+ * pool's kernels), so after their trials (5 each way after one untimed)
+ * every group runs on the CPU, exactly: a split token is never the slow
+ * card's. */
+Test(token, a_token_on_a_slow_card_learns_the_cpu_for_every_group) {
+  unsetenv("BANKML_GPU_SHARE");
+  bml_worker *w = open_worker();
+  cr_assert_eq(bml_worker_set_limit(w, 1.0), 0);
+  model m;
+  make_model(&m, 128, 7);
+  bml_token *t = NULL;
+  cr_assert_eq(bml_worker_token_open(w, m.p, PRODUCTS, &t), 0);
+  cr_assert(bml_token_resident(t), "the card cannot keep a token here: the trials need it");
+  for (int token = 0; token < 11; token++) {
+    run_all(t);
+    expect_exact(&m, "while learning");
+  }
+  const long long cpu = counter(w, "products_on_cpu_decided"), card = counter(w, "products_on_card");
+  run_all(t);
+  expect_exact(&m, "learnt");
+  cr_expect_eq(counter(w, "products_on_cpu_decided") - cpu, PRODUCTS, "every group on the CPU");
+  cr_expect_eq(counter(w, "products_on_card") - card, 0);
+  bml_token_close(t);
+  free_model(&m);
+  bml_worker_close(w);
+}
