@@ -335,7 +335,7 @@ static int run_resident(bml_token *t, size_t g, double sec[BML_TOKEN_PHASES]) {
     bml__card_act_repack(p->act, p->n, (char *)t->h + t->act_off[g]);
     post(&t->h[TOKEN_REQ], TOKEN_WORD(ticket, g));
     double t2 = bml__now();
-    rc = await(t, ticket);
+    rc = bml__worker_token_fault(t->w) ? CL_OUT_OF_RESOURCES : await(t, ticket);
     double t3 = bml__now();
     sec[0] += t2 - t1, sec[1] += t1 - t0, sec[2] += t3 - t2;
     if (rc == 1) { /* it gave up just before: once more, from a new launch */

@@ -35,6 +35,8 @@ void bml__worker_token_ran(bml_worker *w, size_t products, int err, const double
  * more), 2 on the CPU (below BML_SHARE_MIN), 3 as batches (in between: the
  * fixed split); 0 where each group learns its own.  (token.c's WHERE_*.) */
 int bml__worker_token_where(const bml_worker *w);
+/* Whether a test hook fails this resident run (worker.h, fail_tokens). */
+bool bml__worker_token_fault(bml_worker *w);
 /* The worker's pool. */
 bml_pool *bml__worker_pool(bml_worker *w);
 /* The list of tokens open on w (token.c links them), so that release and

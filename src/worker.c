@@ -2074,6 +2074,8 @@ int bml__worker_token_where(const bml_worker *w) {
 
 bml_pool *bml__worker_pool(bml_worker *w) { return w->pool; }
 
+bool bml__worker_token_fault(bml_worker *w) { return w->hooks.fail_tokens > 0 && w->hooks.fail_tokens-- > 0; }
+
 bml_token **bml__worker_tokens(bml_worker *w) { return &w->tokens; }
 
 /* ---- test hooks -------------------------------------------------------------------------- */

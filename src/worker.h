@@ -14,6 +14,8 @@ typedef struct {
                            the launches, copies and reads before it were enqueued (0: none) */
   int fail_waits;       /* the next N waits for the card see its command failed
                            (CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST) */
+  int fail_tokens;      /* the next N resident runs of a token's group fail as on the card
+                           (CL_OUT_OF_RESOURCES), after its kernel was launched and asked */
   bml__kernel_id kernel; /* BML_KERNEL_COUNT (the default): the tuned choice by rows */
   int busy_finishes;    /* the next N finishes meet another thread's call: BML_EBUSY */
   uint64_t offset_limit; /* a submission's card activations (bytes) and results (floats) stay

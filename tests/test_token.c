@@ -269,3 +269,31 @@ Test(token, a_token_on_a_slow_card_learns_the_cpu_for_every_group) {
   free_model(&m);
   bml_worker_close(w);
 }
+
+/* A resident run that fails on the card (after its kernel was launched
+ * and asked): that group and the token's later ones run as the worker's
+ * batches, exactly; the kernel is parked, nothing leaks, and the card
+ * stays the worker's. */
+Test(token, a_failure_on_the_card_sends_the_token_to_batches_exactly) {
+  bml_worker *w = open_worker();
+  model m;
+  make_model(&m, 256, 8);
+  bml_token *t = NULL;
+  cr_assert_eq(bml_worker_token_open(w, m.p, PRODUCTS, &t), 0);
+  run_all(t);
+  cr_assert(bml_token_resident(t), "the card cannot keep a token here: nothing to fail");
+  bml__worker_hooks h = {.kernel = BML_KERNEL_COUNT, .fail_tokens = 1};
+  bml__worker_set_hooks(w, &h);
+  for (int token = 0; token < 2; token++) {
+    run_all(t);
+    expect_exact(&m, "after a failure");
+  }
+  cr_expect_not(bml_token_resident(t));
+  char *text = NULL;
+  cr_assert_eq(bml_worker_status_json(w, &text), 0);
+  cr_expect(strstr(text, "\"retired\":false") != NULL, "%s", text);
+  free(text);
+  bml_token_close(t);
+  free_model(&m);
+  bml_worker_close(w);
+}
