@@ -210,6 +210,9 @@ void bml__notes_free(bml__notes *n); /* NULL-safe; leaves n empty */
 /* MemAvailable from /proc/meminfo in bytes, or 0 when it cannot be read. */
 uint64_t bml__mem_available(void);
 
+/* A uuid as cl_khr_device_uuid's users write it, 8-4-4-4-12 hex digits. */
+void bml__uuid_format(const uint8_t uuid[16], char buf[37]);
+
 /* Monotonic clock in seconds. */
 double bml__now(void);
 
