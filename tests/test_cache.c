@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "cache.h"
+#include "exact.h"
 #include "golden.h"
 #include "logbuf.h"
 #include "oracle.h"
@@ -90,18 +91,10 @@ static void expect_open(bml_worker *w, const char *name, const char *want) {
 
 /* A product on the worker, every row compared with the CPU's. */
 static void expect_exact(bml_worker *w) {
-  const size_t rows = 300, n = 1024;
-  bml_block_q1_0 *wt = malloc(rows * (n / 128) * sizeof *wt);
-  bml_block_q8_0 *a = malloc(n / 32 * sizeof *a);
-  float *want = malloc(rows * sizeof *want), *got = malloc(rows * sizeof *got);
-  cr_assert(wt && a && want && got);
-  uint64_t seed = 77;
-  bml__gen_q1_0(&seed, wt, rows, n, false);
-  cr_assert_eq(bml__gen_q8_0(&seed, a, n, false), 0);
-  cr_assert_eq(bml_q1_0_mat_vec(wt, rows, n, a, want), 0);
-  cr_assert_eq(bml_worker_mat_vec(w, "m", wt, rows, n, a, got), 0);
-  cr_expect_lt(bml__first_difference(want, got, rows), 0, "a row differs");
-  free(wt), free(a), free(want), free(got);
+  int rc;
+  const long bad = exact_worker_product(w, 300, 1024, 77, false, &rc);
+  cr_assert_eq(rc, 0, "%s", bml_strerror(rc));
+  cr_expect_lt(bad, 0, "row %ld differs", bad);
 }
 
 static char *path_of(const char *name) {
@@ -404,23 +397,31 @@ Test(cache, hooks_that_change_the_open_bypass_the_cache) {
 
 static json_t *racer_key(int racer, int k) { return json_pack("{s:i, s:i}", "racer", racer, "k", k); }
 
+/* Forks RACERS processes, each exiting with child(its number). */
+static void race(pid_t *pid, int (*child)(int racer)) {
+  for (int r = 0; r < RACERS; r++) {
+    pid[r] = fork();
+    cr_assert_geq(pid[r], 0);
+    if (pid[r] == 0) _exit(child(r));
+  }
+}
+
+/* STORES entries of its own: 0, or 1 when a store failed. */
+static int store_entries(int racer) {
+  for (int k = 0; k < STORES; k++) {
+    json_t *key = racer_key(racer, k);
+    int rc = bml__cache_store("test", key, json_pack("{s:i}", "value", racer * 1000 + k));
+    json_decref(key);
+    if (rc != 0) return 1;
+  }
+  return 0;
+}
+
 /* Two processes store entries at once while this one reads: every read
  * finds a whole file, and every entry stays. */
 Test(cache, two_processes_storing_at_once_keep_each_others_entries) {
   pid_t pid[RACERS];
-  for (int r = 0; r < RACERS; r++) {
-    pid[r] = fork();
-    cr_assert_geq(pid[r], 0);
-    if (pid[r] == 0) {
-      for (int k = 0; k < STORES; k++) {
-        json_t *key = racer_key(r, k);
-        int rc = bml__cache_store("test", key, json_pack("{s:i}", "value", r * 1000 + k));
-        json_decref(key);
-        if (rc != 0) _exit(1);
-      }
-      _exit(0);
-    }
-  }
+  race(pid, store_entries);
   int reads = 0, torn = 0;
   for (bool done = false; !done; reads++) {
     int status;
@@ -447,27 +448,27 @@ Test(cache, two_processes_storing_at_once_keep_each_others_entries) {
     }
 }
 
+/* A worker opened: 0, 1 (none), 3 (no device to open here). */
+static int open_worker(int racer) {
+  (void)racer;
+  bml_devices *l = NULL;
+  bool any = false;
+  if (bml_devices_discover(NULL, &l) == 0)
+    for (size_t i = 0; i < bml_devices_count(l); i++) any |= bml_devices_get(l, i)->selected != 0;
+  bml_devices_free(l);
+  if (!any) return 3;
+  bml_worker *w = NULL;
+  int rc = bml_worker_open(pool, &w);
+  bml_worker_close(w);
+  return rc == 0 && w ? 0 : 1;
+}
+
 /* Two processes open workers on one fresh cache at once: both verify,
  * both store, and the file holds one good verdict that a third open takes.
  * (The children are forked before this process uses OpenCL.) */
 Test(cache, two_processes_opening_at_once_leave_one_good_verdict) {
   pid_t pid[RACERS];
-  for (int r = 0; r < RACERS; r++) {
-    pid[r] = fork();
-    cr_assert_geq(pid[r], 0);
-    if (pid[r] == 0) {
-      bml_devices *l = NULL;
-      bool any = false;
-      if (bml_devices_discover(NULL, &l) == 0)
-        for (size_t i = 0; i < bml_devices_count(l); i++) any |= bml_devices_get(l, i)->selected != 0;
-      bml_devices_free(l);
-      if (!any) _exit(3); /* nothing to open here */
-      bml_worker *w = NULL;
-      int rc = bml_worker_open(pool, &w);
-      bml_worker_close(w);
-      _exit(rc == 0 && w ? 0 : 1);
-    }
-  }
+  race(pid, open_worker);
   int status[RACERS];
   for (int r = 0; r < RACERS; r++) cr_assert_eq(waitpid(pid[r], &status[r], 0), pid[r]);
   if (WIFEXITED(status[0]) && WEXITSTATUS(status[0]) == 3)

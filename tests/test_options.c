@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "exact.h"
 #include "golden.h"
 #include "logbuf.h"
 #include "oracle.h"
@@ -51,9 +52,9 @@ static int open_logged(const bml_worker_options *o, bml_worker **w) {
   return rc;
 }
 
-/* The listing's index of the card the tests use (the first usable one,
- * PoCL allowed), or a skip. */
-static size_t card_index(void) {
+/* The listing with PoCL allowed, and in *index the card the tests use
+ * (the first usable one); a skip where there is none. */
+static bml_devices *listing(size_t *index) {
   bml_discover_options o;
   bml_discover_options_init(&o);
   o.software = 1;
@@ -62,9 +63,17 @@ static size_t card_index(void) {
   cr_assert_eq(bml_devices_discover(&o, &l), 0);
   size_t i = 0;
   while (i < bml_devices_count(l) && !bml_devices_get(l, i)->usable) i++;
-  const size_t n = bml_devices_count(l);
-  bml_devices_free(l);
-  if (i == n) cr_skip_test("no usable OpenCL device here (apt-get install pocl-opencl-icd)");
+  if (i == bml_devices_count(l)) {
+    bml_devices_free(l);
+    cr_skip_test("no usable OpenCL device here (apt-get install pocl-opencl-icd)");
+  }
+  *index = i;
+  return l;
+}
+
+static size_t card_index(void) {
+  size_t i;
+  bml_devices_free(listing(&i));
   return i;
 }
 
@@ -79,18 +88,10 @@ static json_t *status(bml_worker *w) {
 
 /* A product on the worker, every row compared with the CPU's. */
 static void expect_exact(bml_worker *w) {
-  const size_t rows = 257, n = 2048;
-  bml_block_q1_0 *wt = malloc(rows * (n / 128) * sizeof *wt);
-  bml_block_q8_0 *a = malloc(n / 32 * sizeof *a);
-  float *want = malloc(rows * sizeof *want), *got = malloc(rows * sizeof *got);
-  cr_assert(wt && a && want && got);
-  uint64_t seed = 5;
-  bml__gen_q1_0(&seed, wt, rows, n, true);
-  cr_assert_eq(bml__gen_q8_0(&seed, a, n, true), 0);
-  cr_assert_eq(bml_q1_0_mat_vec(wt, rows, n, a, want), 0);
-  cr_assert_eq(bml_worker_mat_vec(w, "m", wt, rows, n, a, got), 0);
-  cr_expect_lt(bml__first_difference(want, got, rows), 0, "a row differs");
-  free(wt), free(a), free(want), free(got);
+  int rc;
+  const long bad = exact_worker_product(w, 257, 2048, 5, true, &rc);
+  cr_assert_eq(rc, 0, "%s", bml_strerror(rc));
+  cr_expect_lt(bad, 0, "row %ld differs", bad);
 }
 
 /* ---- versions and sizes ------------------------------------------------------------------ */
@@ -264,12 +265,8 @@ Test(options, explicit_options_win_over_the_environment_and_unset_ones_take_it) 
 /* ---- the device --------------------------------------------------------------------------- */
 
 Test(options, a_device_chosen_by_index_pci_address_or_uuid) {
-  const size_t i = card_index();
-  bml_discover_options d;
-  bml_discover_options_init(&d);
-  d.software = 1;
-  bml_devices *l = NULL;
-  cr_assert_eq(bml_devices_discover(&d, &l), 0);
+  size_t i;
+  bml_devices *l = listing(&i);
   const bml_device *dev = bml_devices_get(l, i);
   char by[3][80];
   snprintf(by[0], sizeof by[0], "%zu", i);
@@ -319,12 +316,8 @@ typedef struct {
  * those properties) on the card under test; false when the driver
  * refuses such a queue. */
 static bool engine_open(engine *e, long queue_props) {
-  const size_t i = card_index();
-  bml_discover_options d;
-  bml_discover_options_init(&d);
-  d.software = 1;
-  bml_devices *l = NULL;
-  cr_assert_eq(bml_devices_discover(&d, &l), 0);
+  size_t i;
+  bml_devices *l = listing(&i);
   e->dev = bml_devices_get(l, i)->cl_device;
   cl_context_properties props[] = {CL_CONTEXT_PLATFORM, (cl_context_properties)bml_devices_get(l, i)->cl_platform, 0};
   bml_devices_free(l);
