@@ -1555,8 +1555,9 @@ static int engine_device(bml_worker *w, bml__worker_settings *s) {
   free(devs);
   w->device = found < l->len && l->dev[found].pub.usable ? found : l->len;
   if (found == l->len)
-    not_used(&logged_no_card, "%s of the engine's context is in bankml-cl's listing (bankml-cl devices lists it)",
-             s->device ? "bml_worker_options.device names no device" : "no device");
+    not_used(&logged_no_card, "%s (bankml-cl devices lists what bankml-cl finds)",
+             s->device ? "bml_worker_options.device names none of the engine's context's devices"
+                       : "none of the engine's context's devices is in bankml-cl's listing");
   else if (w->device == l->len)
     not_used(&logged_no_card, "the engine's device \"%s\" is not usable: %s", l->dev[found].cl.name,
              l->dev[found].why_not);

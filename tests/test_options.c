@@ -422,3 +422,26 @@ Test(options, an_out_of_order_queue_or_another_contexts_queue_is_refused) {
   cr_expect(strstr(logged, "an out-of-order queue") != NULL, "%s", logged);
   engine_close(&ooo);
 }
+
+/* The engine's device is still one bankml-cl must be allowed to use: PoCL
+ * without software devices allowed is no worker, and the log says why. */
+Test(options, an_engines_device_that_may_not_be_used_is_no_worker) {
+  engine e;
+  cr_assert(engine_open(&e, 0));
+  cl_device_type type = 0;
+  clGetDeviceInfo(e.dev, CL_DEVICE_TYPE, sizeof type, &type, NULL);
+  bml_worker_options o;
+  bml_worker_options_init(&o);
+  o.cl_queue = e.queue;
+  o.software = 0;
+  bml_worker *w;
+  cr_assert_eq(open_logged(&o, &w), 0, "%s", logged);
+  if (!(type & CL_DEVICE_TYPE_CPU)) {
+    bml_worker_close(w);
+    engine_close(&e);
+    cr_skip_test("the card under test is a GPU: software=0 does not keep it out");
+  }
+  cr_expect_null(w);
+  cr_expect(strstr(logged, "the engine's device") && strstr(logged, "is not usable"), "%s", logged);
+  engine_close(&e);
+}
