@@ -18,6 +18,28 @@ extern "C" {
 #endif
 
 /* ------------------------------------------------------------------------
+ * Version.  The header's version; bml_version_string() is the library's
+ * (doc/API.md: what stays stable between versions, and when the library's
+ * soname changes).
+ * ---------------------------------------------------------------------- */
+#define BML_VERSION_MAJOR 0
+#define BML_VERSION_MINOR 1
+#define BML_VERSION_PATCH 0
+/* One number, for #if: 0.1.0 is 100, 1.2.3 is 10203. */
+#define BML_VERSION_NUMBER (BML_VERSION_MAJOR * 10000 + BML_VERSION_MINOR * 100 + BML_VERSION_PATCH)
+
+/* ------------------------------------------------------------------------
+ * Option structs (bml_discover_options, bml_verify_options,
+ * bml_worker_options) begin with their size: fill one with its _init
+ * function, which sets .size = sizeof the struct this header declares and
+ * every other field to its default, then set the fields you mean.  A
+ * library newer than the header reads the fields it has and takes the
+ * defaults for those the caller's struct lacks; an older one refuses
+ * (BML_ENOTSUP) a struct whose members beyond its own are not zero.  A
+ * .size below the first version's is BML_EINVAL.
+ * ---------------------------------------------------------------------- */
+
+/* ------------------------------------------------------------------------
  * Errors.  Every fallible call returns 0 or a negative code.  OpenCL's own
  * cl_int codes (-1 .. -72, and the Khronos extensions' from -1000 to -1142)
  * pass through unchanged; bankml-cl's start at -4000.  bml_strerror() and
@@ -193,6 +215,7 @@ typedef struct {
   void *cl_platform;         /* its cl_platform_id, for an engine that shares the device */
   void *cl_device;           /* its cl_device_id (a root device: not reference-counted, valid
                                 while the ICD loader is loaded, after bml_devices_free too) */
+  const char *uuid;          /* cl_khr_device_uuid's, "8-4-4-4-12" hex digits; NULL: not said */
 } bml_device;
 
 typedef struct bml_devices bml_devices;
@@ -200,10 +223,12 @@ typedef struct bml_devices bml_devices;
 /* Settings of a discovery.  bml_discover_options_init sets every field to
  * "from the environment". */
 typedef struct {
+  size_t size;            /* sizeof(bml_discover_options): set by bml_discover_options_init */
   const char *sysfs_root; /* NULL: $BANKML_SYSFS_ROOT, else "/sys" */
   const char *pci_ids;    /* NULL: $BANKML_PCI_IDS, else the pci.ids configure found, else
                              libpci's default */
-  const char *gpu;        /* NULL: $BANKML_GPU; "off"/"none"/"cpu", "0,2", "pci:0000:03:00.0" */
+  const char *gpu;        /* NULL: $BANKML_GPU; "off"/"none"/"cpu", "0,2", "pci:0000:03:00.0",
+                             "uuid:" and a device's uuid */
   int software;           /* -1: $BANKML_GPU_SOFTWARE; 0: refuse software devices; 1: allow them */
 } bml_discover_options;
 
@@ -211,7 +236,7 @@ typedef struct {
 BML_EXTERN void bml_discover_options_init(bml_discover_options *o);
 
 /* Finds, describes, classifies, orders and selects every OpenCL device.
- * o may be NULL (the defaults).  Never fails because a driver misbehaves:
+ * o may be NULL (the defaults); see "Option structs" for its size.  Never fails because a driver misbehaves:
  * a platform or query that fails becomes a note.  Returns 0 and *out, or
  * BML_EENV (a bad BANKML_GPU, BANKML_GPU_SOFTWARE or BANKML_SYSFS_ROOT; a
  * message names it), BML_EINVAL (also a bad gpu or software option, named
@@ -270,6 +295,7 @@ typedef struct {
 typedef void (*bml_verify_fn)(void *ctx, const bml_verify_line *line);
 
 typedef struct {
+  size_t size;             /* sizeof(bml_verify_options): set by bml_verify_options_init */
   bml_verify_fn on_line;   /* called for every check as it completes (may be NULL) */
   void *ctx;
   const char *golden_dir;  /* ggml's golden vectors: NULL = $BANKML_GOLDEN_DIR, else the
@@ -281,7 +307,8 @@ typedef struct {
 /* Fills o with the defaults.  Cannot fail. */
 BML_EXTERN void bml_verify_options_init(bml_verify_options *o);
 
-/* Verifies device i of d on the card: the fma probe, then every kernel (six,
+/* Verifies device i of d on the card (always in full: the worker's
+ * remembered verdicts are its own): the fma probe, then every kernel (six,
  * each with the native and the emulated fma) on random data with -128 quants and special
  * scales, on layer-shaped data, on shapes from 64x128 to 12288x4096, and on
  * every case of ggml's golden file (a line says when no copy is installed;
@@ -290,7 +317,8 @@ BML_EXTERN void bml_verify_options_init(bml_verify_options *o);
  * verified to 1 or 0 (a device that is not usable keeps -1).  Returns 0
  * (verified), BML_EVERIFY (a check failed, or could not run:
  * the card must not be used), BML_ENODEV (the device is not usable), or
- * another error (the card could not be set up: it is not verified either). */
+ * another error (the card could not be set up: it is not verified either);
+ * BML_EINVAL or BML_ENOTSUP for the options' size. */
 BML_EXTERN int bml_devices_verify(bml_devices *d, size_t i, const bml_verify_options *o);
 
 /* ------------------------------------------------------------------------
@@ -328,29 +356,86 @@ BML_EXTERN int bml_devices_verify(bml_devices *d, size_t i, const bml_verify_opt
  * ---------------------------------------------------------------------- */
 typedef struct bml_worker bml_worker;
 
-/* Opens a worker on the first selected card (BANKML_GPU), after the fma
- * probe, the oracle (doc/ORACLE.md) and a calibration of the share: one
- * 4096x4096 product on the pool and on the card, best of three each,
- * share = card rate / (card rate + CPU rate).  That share is where each
- * shape (of single products) and each kind of batch starts: each then
- * learns its own from how long the card and the CPU take for their parts.
- * BANKML_GPU_SHARE fixes it instead (clamped to 0..0.95).
- * BANKML_GPU_LIMIT (0.05..1, default 0.8; clamped) limits the card's memory
- * and time.  Returns 0 and *out; 0 and *out = NULL when no card is used (no
- * usable card, verification failed, the calibration's product failed on
- * the card, or a calibrated share below 0.02: each logged once as "GPU not
- * used: <why>"); BML_EINVAL, BML_EENV (a bad
+/* How a worker's open trusts a card's verdict. */
+typedef enum {
+  BML_VERIFY_DEFAULT = 0, /* $BANKML_VERIFY ("always" or "cached"), else cached */
+  BML_VERIFY_CACHED = 1,  /* a verdict remembered for this very card, driver, bankml-cl version,
+                             kernel source and build options is used, once a spot check on the
+                             card (milliseconds) confirms it; else the whole verification */
+  BML_VERIFY_ALWAYS = 2   /* the whole verification, the batch checks and the calibration at
+                             every open (what is found is still remembered) */
+} bml_verify_policy;
+
+/* Settings of a worker's open.  bml_worker_options_init sets .size and
+ * every field to "unset": an unset field takes its environment variable,
+ * else the default; a field the caller sets wins over the variable. */
+typedef struct {
+  size_t size;          /* sizeof(bml_worker_options): set by bml_worker_options_init */
+  const char *device;   /* the card: NULL: $BANKML_GPU's first selected device; else as
+                           bml_discover_options.gpu: "2" (an index of bml_devices_discover's
+                           listing), "pci:0000:03:00.0", "uuid:<its uuid>" */
+  int software;         /* -1: $BANKML_GPU_SOFTWARE; 1: software devices may be used (tests) */
+  double share;         /* < 0: $BANKML_GPU_SHARE, else calibrated; 0..1: the card's share of
+                           every product's rows, fixed (as bml_worker_set_share) */
+  double limit;         /* < 0: $BANKML_GPU_LIMIT, else 0.8; 0.05..1 (as bml_worker_set_limit) */
+  int queues;           /* 0: $BANKML_GPU_QUEUES, else the card's default; 1..8 */
+  bml_verify_policy verify; /* BML_VERIFY_DEFAULT: $BANKML_VERIFY, else BML_VERIFY_CACHED */
+  void *cl_context;     /* NULL: the worker creates its own context; else the engine's cl_context
+                           (retained while the worker lives): the worker creates none, its card
+                           is the context's device (device, when set, chooses among several) */
+  void *cl_queue;       /* NULL: the worker's own queue (on cl_context when given); else the
+                           engine's in-order cl_command_queue (retained): the worker's main queue,
+                           so its copies and launches are ordered with the engine's own; its
+                           context is cl_context's (or becomes it, when cl_context is NULL) */
+} bml_worker_options;
+
+/* Fills o with the defaults above.  Cannot fail. */
+BML_EXTERN void bml_worker_options_init(bml_worker_options *o);
+
+/* Opens a worker on a card (options o: the device, share, limit, queues,
+ * verify policy, the engine's context and queue), after its verification,
+ * and a calibration of the share: one 4096x4096 product on the pool and on
+ * the card, best of three each, share = card rate / (card rate + CPU
+ * rate).  That share is where each shape (of single products) and each
+ * kind of batch starts: each then learns its own from how long the card
+ * and the CPU take for their parts.  A fixed share (o->share, else
+ * BANKML_GPU_SHARE, clamped to 0..0.95) replaces it.
+ *
+ * The verification: the fma probe, the oracle (doc/ORACLE.md) and the
+ * worker's own batches on the card.  What it finds, and the calibration,
+ * are remembered (BANKML_CACHE_DIR, doc/WORKER.md): under
+ * BML_VERIFY_CACHED a later open of the same card, driver, bankml-cl
+ * version, kernel source and build options takes the verdict after a spot
+ * check on the card confirms it (every kernel on a small random product,
+ * every row compared with the CPU; a card that does not give the bits
+ * again is verified in full), and the calibration where the pool's threads
+ * and CPU path are the same.  A remembered refusal (a row that differed)
+ * refuses the card until BML_VERIFY_ALWAYS or a change of the key.
+ *
+ * Returns 0 and *out; 0 and *out = NULL when no card is used (no usable
+ * card, verification failed, the calibration's product failed on the card,
+ * or a calibrated share below 0.02: each logged once as "GPU not used:
+ * <why>"); BML_EINVAL (a bad option, named in the message; a .size below
+ * the first version's; an out-of-order queue; a queue not of cl_context),
+ * BML_ENOTSUP (options from a newer header that this library does not
+ * know), BML_ERANGE (share, limit or queues out of range), BML_EENV (a bad
  * environment value, named in the message), BML_ENOMEM, BML_EBUSY (another
  * thread drove the pool during the calibration, which times it: open the
- * worker before sharing the pool).  The pool must outlive the worker.
- * Close with bml_worker_close(). */
+ * worker before sharing the pool), or the OpenCL error of a query of the
+ * engine's context or queue.  o may be NULL (the defaults).  The pool
+ * (and the engine's context and queue, which the worker retains) must
+ * outlive the worker.  Close with bml_worker_close(). */
+BML_EXTERN int bml_worker_open_with(bml_pool *pool, const bml_worker_options *o, bml_worker **out);
+
+/* bml_worker_open_with(pool, NULL, out): every setting from the
+ * environment, else its default. */
 BML_EXTERN int bml_worker_open(bml_pool *pool, bml_worker **out);
 
 /* Checks the variables bml_worker_open reads of its own (BANKML_GPU_SHARE,
- * BANKML_GPU_LIMIT, BANKML_GPU_QUEUES) without opening anything, so that a
- * program can refuse a bad one before its work starts.  Returns 0 or
- * BML_EENV (the variable named in the message).  BANKML_GPU is checked by
- * bml_devices_discover. */
+ * BANKML_GPU_LIMIT, BANKML_GPU_QUEUES, BANKML_VERIFY) without opening
+ * anything, so that a program can refuse a bad one before its work
+ * starts.  Returns 0 or BML_EENV (the variable named in the message).
+ * BANKML_GPU is checked by bml_devices_discover. */
 BML_EXTERN int bml_worker_check_env(void);
 
 /* Starts a product: the card's share of the rows of wts (rows x n) against
@@ -466,7 +551,9 @@ BML_EXTERN void bml_token_close(bml_token *t);
  * heap_bytes, integrated, busy, products_on_card, products_on_cpu_resting,
  * products_on_cpu_memory, products_on_cpu_error, shapes_on_card,
  * shapes_on_cpu, shapes_tuning, rests_waited, cpu_weights_per_second,
- * round_trip_seconds, shapes and batches with their shares, ...; doc/WORKER.md).  free() the string.
+ * round_trip_seconds, shapes and batches with their shares, open: how the
+ * open went (its seconds, whether its verdict, batch check and calibration
+ * were remembered), ...; doc/WORKER.md).  free() the string.
  * Returns 0, BML_EINVAL, BML_EBUSY, BML_ENOMEM. */
 BML_EXTERN int bml_worker_status_json(bml_worker *w, char **json);
 

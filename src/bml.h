@@ -60,6 +60,7 @@ int bml__env_gpu_share(double *out);  /* BANKML_GPU_SHARE, clamped to 0..0.95 */
 int bml__env_gpu_limit(double *out);  /* BANKML_GPU_LIMIT, clamped to 0.05..1 */
 #define BML_MAX_QUEUES 8
 int bml__env_gpu_queues(int *out);    /* BANKML_GPU_QUEUES: 1..BML_MAX_QUEUES */
+int bml__env_verify(bool *always);    /* BANKML_VERIFY: always (true) or cached (false) */
 /* BANKML_CACHE_DIR, XDG_CACHE_HOME, HOME (each NULL when unset): where the
  * tuning cache goes.  Cannot fail. */
 void bml__env_cache_dirs(const char **bankml, const char **xdg, const char **home);    /* BANKML_PCI_IDS: the pci.ids libpci names devices from */ /* BANKML_GOLDEN_DIR: ggml's golden vectors */
@@ -209,6 +210,9 @@ void bml__notes_free(bml__notes *n); /* NULL-safe; leaves n empty */
 
 /* MemAvailable from /proc/meminfo in bytes, or 0 when it cannot be read. */
 uint64_t bml__mem_available(void);
+
+/* A uuid as cl_khr_device_uuid's users write it, 8-4-4-4-12 hex digits. */
+void bml__uuid_format(const uint8_t uuid[16], char buf[37]);
 
 /* Monotonic clock in seconds. */
 double bml__now(void);

@@ -111,6 +111,10 @@ typedef struct bml__card {
                             the worker's check at open sets it small, for a launch per record */
   bml__slab *slabs;      /* the matrices' memory (slab.c) */
   size_t nslabs;
+  bool engine_context;   /* ctx is the engine's (retained, not created) */
+  bool engine_queue;     /* queue is the engine's (retained, not created) */
+  uint64_t ident;        /* the hash of the device's identity (bml__card_identity): program binaries are
+                            remembered under it and their options */
 } bml__card;
 
 /* Bytes of new slabs an allocation of rb row-blocks would create (0: it
@@ -157,6 +161,17 @@ size_t bml__card_wg8(const bml__card *c);
 /* Creates a context and an in-order queue on the device.  Returns 0, or the
  * OpenCL error with why written into err. */
 int bml__card_open(const bml__cl_info *ci, bml__card **out, char *err, size_t errlen);
+/* The same on an engine's context (retained; NULL: one of its own) and
+ * queue (retained, an in-order queue of ctx and the device; NULL: one of
+ * its own on ctx).  The card's close releases what it retained. */
+int bml__card_open_on(const bml__cl_info *ci, cl_context ctx, cl_command_queue queue, bml__card **out, char *err,
+                      size_t errlen);
+
+/* What the cache knows a device by: {"device": "uuid:..." (cl_khr_device_uuid),
+ * else "pci:0000:03:00.0", else "", "name", "platform", "driver",
+ * "bankml_cl_version", "source": the hash of cl/q1_0.cl}.  NULL when out of
+ * memory. */
+struct json_t *bml__card_identity(const bml__cl_info *ci);
 void bml__card_close(bml__card *c); /* NULL-safe */
 
 /* Gives c `queues` in-order queues in all (its own and queues - 1 side
@@ -176,6 +191,16 @@ int bml__card_finish(bml__card *c);
  * Returns 0, or an error with the build log and options in *log (malloc'd,
  * free it; may be set on success too: NULL when there is nothing to say). */
 int bml__card_build(bml__card *c, bool emulate, const char *extra, bml__build *b, char **log);
+/* The same, the program taken from the binary remembered for the card and
+ * these options where there is one the driver takes (*from_binary set),
+ * else built from source and its binary remembered (cache.c).  A binary
+ * only saves the compile: what the program computes is checked as any. */
+int bml__card_build_cached(bml__card *c, bool emulate, const char *extra, bml__build *b, char **log,
+                           bool *from_binary);
+/* The key of the binary of a program built on c with these options. */
+uint64_t bml__card_binary_key(const bml__card *c, const char *options);
+/* The options bml__card_build would use now (b->options' size). */
+void bml__card_build_options(const bml__card *c, bool emulate, const char *extra, char *buf, size_t len);
 void bml__build_release(bml__build *b); /* NULL-safe, leaves b zeroed */
 
 /* A run of rows of a caller's matrix: the first `rows` rows of w.  A card

@@ -36,6 +36,7 @@ typedef struct {
   const char *matched_by;     /* "pci-bus-info", "vendor-id", "drm", "none" */
   bml__pci_addr pci;          /* the address used to match (may come from vendor-id) */
   char pci_str[BML__PCI_ADDR_SIZE];
+  char uuid_str[37];          /* cl_khr_device_uuid's, 8-4-4-4-12 ("" when not said) */
   const char *software;       /* why it is software ("PoCL", "llvmpipe", ...), or NULL */
   char why_not[256];          /* "" when usable */
   char **registrations;       /* platform names it was registered under (duplicates) */
@@ -69,15 +70,20 @@ const char *bml__cl_error_string(cl_int err, char *buf, size_t len);
 /* ---- registry.c: cross-check, classify, dedupe, order, select ------------ */
 /* The selection BANKML_GPU asks for. */
 typedef struct {
-  enum { BML_GPU_ALL, BML_GPU_OFF, BML_GPU_INDICES, BML_GPU_PCI } mode;
+  enum { BML_GPU_ALL, BML_GPU_OFF, BML_GPU_INDICES, BML_GPU_PCI, BML_GPU_UUID } mode;
   size_t indices[64];
   size_t nindices;
   bml__pci_addr pci;
+  uint8_t uuid[16];
 } bml__gpu_choice;
 
 /* Parses a BANKML_GPU value (NULL or "" = all usable devices) that came
  * from `name` (the variable or the discovery's option).  Returns 0 or
  * BML_EENV after logging an error that names it and the value. */
 int bml__gpu_choice_parse(const char *name, const char *value, bml__gpu_choice *out);
+
+/* bml_devices_discover, the selection (o->gpu) named `gpu_name` in its
+ * messages where it is not NULL ("bml_worker_options.device"). */
+int bml__devices_discover(const bml_discover_options *o, const char *gpu_name, bml_devices **out);
 
 #endif

@@ -185,3 +185,15 @@ void bml__env_cache_dirs(const char **bankml, const char **xdg, const char **hom
   *xdg = env_value("XDG_CACHE_HOME");
   *home = env_value("HOME");
 }
+
+int bml__env_verify(bool *always) {
+  const char *v = env_value("BANKML_VERIFY");
+  if (!v) return 0;
+  if (strcmp(v, "always") == 0 || strcmp(v, "cached") == 0) {
+    *always = v[0] == 'a';
+    return 0;
+  }
+  bml__error(BML_CAT_ENV, "BANKML_VERIFY=\"%s\": expected always (verify, check the batches and calibrate at "
+             "every open) or cached (a remembered verdict, confirmed by a spot check on the card)", v);
+  return BML_EENV;
+}

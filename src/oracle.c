@@ -1,6 +1,8 @@
 /* oracle.c -- a card is trusted only after it reproduces, on the card, the CPU kernel's bits: the fma probe and every check. */
 #include "oracle.h"
 
+#include "options.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,10 +23,21 @@ void bml__oracle_set_hooks(const bml__oracle_hooks *h) {
 
 const bml__oracle_hooks *bml__oracle_get_hooks(void) { return &hooks; }
 
+bool bml__oracle_hooks_cacheable(void) {
+  return !hooks.force_emulated && !hooks.max_chunk_rows && !hooks.wg && !hooks.local_mem && !hooks.kernel_wg &&
+         !hooks.kernel_wg_emulated && !hooks.open_nomem && !hooks.discrete && !hooks.spoil_batch_check &&
+         !hooks.spoil_token_check &&
+         !hooks.fail_calibration && !hooks.lr_shape[0] && !hooks.max_groups;
+}
+
 void bml_verify_options_init(bml_verify_options *o) {
   if (!o) return;
   memset(o, 0, sizeof *o);
+  o->size = sizeof *o;
 }
+
+/* The last member of the options' first version: its size stays this. */
+#define VERIFY_OPTIONS_V1 (offsetof(bml_verify_options, quick) + sizeof(int))
 
 /* ---- one verification in progress -------------------------------------------- */
 
@@ -454,7 +467,8 @@ static void check_build(run *v, bml__card *c, const bml__build *b, const bml__go
 /* Builds cl/q1_0.cl; a failure is a refusing line with the log and options. */
 static int build(run *v, bml__card *c, bool emulate, bml__build *b) {
   char *log = NULL;
-  int rc = bml__card_build(c, emulate, hooks.extra_options, b, &log);
+  bool from_binary;
+  int rc = bml__card_build_cached(c, emulate, hooks.extra_options, b, &log, &from_binary);
   if (rc != 0) emit_error(v, "build", emulate ? "emulated" : "native", log ? log : "cannot build the kernels");
   free(log);
   return rc;
@@ -521,25 +535,11 @@ static int load_golden(run *v, bml__golden_q1 **g) {
   return 0;
 }
 
-int bml__oracle_verify(const bml__device *d, size_t index, const bml_verify_options *opt, bml__card **card_out,
-                       bml__build *use) {
-  run v = {opt, index, d->cl.name, false};
-  char err[256] = "";
+int bml__oracle_card_open(const bml__device *d, cl_context ctx, cl_command_queue queue, bml__card **out, char *err,
+                          size_t errlen) {
   bml__card *c = NULL;
-  bml__build native = {0}, emulated = {0};
-  bml__golden_q1 *g = NULL;
-  int ng = 0;
-  bool quick = (opt && opt->quick) || hooks.quick, native_ok = false;
-  if (bml__opencl_forked()) { /* the driver's threads and state are the parent's (fork.c) */
-    emit_error(&v, "open", "", "this process is a child of fork() of one that used OpenCL: the driver cannot be "
-               "used here");
-    return BML_EVERIFY;
-  }
-  int rc = bml__card_open(&d->cl, &c, err, sizeof err);
-  if (rc != 0) {
-    emit_error(&v, "open", "", err);
-    goto done;
-  }
+  int rc = bml__card_open_on(&d->cl, ctx, queue, &c, err, errlen);
+  if (rc != 0) return rc;
   c->max_chunk_rows = hooks.max_chunk_rows;
   if (hooks.discrete) c->host_unified = false;
   if (hooks.local_mem) c->local_mem = hooks.local_mem;
@@ -550,31 +550,173 @@ int bml__oracle_verify(const bml__device *d, size_t index, const bml_verify_opti
   if (tuned != 0) bml__debug(BML_CAT_BUILD, "tuning failed (%s): the default tunables", bml_err_name(tuned));
   if (hooks.lr_shape[0])
     bml__card_set_tunables(c, c->lrows, hooks.lr_shape[0], hooks.lr_shape[1], hooks.lr_shape[2]);
+  *out = c;
+  return 0;
+}
+
+bool bml__oracle_quick(const bml_verify_options *opt) { return (opt && opt->quick) || hooks.quick; }
+
+int bml__oracle_verify_card(bml__card *c, const bml__device *d, size_t index, const bml_verify_options *opt,
+                            bml__build *use) {
+  run v = {opt, index, d->cl.name, false};
+  bml__build native = {0}, emulated = {0};
+  bml__golden_q1 *g = NULL;
+  int ng = 0;
+  bool native_ok = false;
+  int rc;
   if ((rc = build(&v, c, false, &native)) != 0 || (rc = probe(&v, c, &native, &native_ok)) != 0) goto done;
   if ((rc = build(&v, c, true, &emulated)) != 0) goto done;
   ng = load_golden(&v, &g);
-  if (native_ok) check_build(&v, c, &native, g, ng, quick);
-  check_build(&v, c, &emulated, g, ng, quick);
+  if (native_ok) check_build(&v, c, &native, g, ng, bml__oracle_quick(opt));
+  check_build(&v, c, &emulated, g, ng, bml__oracle_quick(opt));
   rc = v.failed ? BML_EVERIFY : 0;
 done:
-  if (rc == 0 && card_out) {
+  if (rc == 0 && use) {
     *use = native_ok ? native : emulated;
     memset(native_ok ? &native : &emulated, 0, sizeof native);
-    *card_out = c;
-    c = NULL;
   }
   bml__golden_free_q1(g, ng);
   bml__build_release(&native);
   bml__build_release(&emulated);
-  bml__card_close(c);
   return rc == BML_ENOMEM ? rc : v.failed ? BML_EVERIFY : rc;
+}
+
+int bml__oracle_verify(const bml__device *d, size_t index, const bml_verify_options *opt, bml__card **card_out,
+                       bml__build *use) {
+  run v = {opt, index, d->cl.name, false};
+  char err[256] = "";
+  bml__card *c = NULL;
+  if (bml__opencl_forked()) { /* the driver's threads and state are the parent's (fork.c) */
+    emit_error(&v, "open", "", "this process is a child of fork() of one that used OpenCL: the driver cannot be "
+               "used here");
+    return BML_EVERIFY;
+  }
+  int rc = bml__oracle_card_open(d, NULL, NULL, &c, err, sizeof err);
+  if (rc != 0) {
+    emit_error(&v, "open", "", err);
+    return rc == BML_ENOMEM ? rc : BML_EVERIFY;
+  }
+  bml__build b = {0};
+  rc = bml__oracle_verify_card(c, d, index, opt, card_out ? &b : NULL);
+  if (rc == 0 && card_out) {
+    *use = b;
+    *card_out = c;
+    c = NULL;
+  }
+  bml__card_close(c);
+  return rc;
+}
+
+/* ---- the spot check of a remembered verdict ---------------------------------------- */
+
+/* Its products: a few blocks a row (a single block cannot tell a fused
+ * outer fma from a multiply and an add), random with -128 quants and the
+ * special scales, and layer-shaped with a partial tile of blocks. */
+static const struct {
+  size_t rows, n;
+  bool layer;
+} spot_cases[] = {{96, 1024, false}, {40, 2688, true}};
+#define SPOT_CASES (sizeof spot_cases / sizeof spot_cases[0])
+
+/* The fma probe for a remembered verdict: the emulation exact on its
+ * domain, and the native fma exact when the build uses it. */
+static int spot_probe(bml__card *c, const bml__build *b, char *why, size_t len) {
+  probe_case pc[BML_ARRAY_SIZE(designed) + PROBE_RANDOM];
+  memcpy(pc, designed, sizeof designed);
+  size_t n = BML_ARRAY_SIZE(designed) + random_cases(pc + BML_ARRAY_SIZE(designed), PROBE_RANDOM);
+  float native[BML_ARRAY_SIZE(pc)], emulated[BML_ARRAY_SIZE(pc)];
+  int rc = probe_run(c, b, pc, n, native, emulated);
+  char e[64];
+  if (rc != 0) {
+    snprintf(why, len, "the fma probe failed: %s", bml__cl_error_string(rc, e, sizeof e));
+    return BML_EVERIFY;
+  }
+  for (size_t i = 0; i < n; i++) {
+    const float want = fmaf(pc[i].a, pc[i].b, pc[i].c);
+    const bool native_bad = !b->emulated_fma && !bml__same_bits(want, native[i]);
+    if (!native_bad && (!pc[i].in_domain || bml__same_bits(want, emulated[i]))) continue;
+    snprintf(why, len, "the fma probe: case %zu, the %s fma gives 0x%08x, not 0x%08x", i,
+             native_bad ? "native" : "emulated", bml__float_bits(native_bad ? native[i] : emulated[i]),
+             bml__float_bits(want));
+    return BML_EVERIFY;
+  }
+  return 0;
+}
+
+/* Each kernel, and each batched kernel, on the spot cases: every row
+ * compared with the CPU's. */
+static int spot_kernels(bml__card *c, const bml__build *b, case_data *d, char *why, size_t len) {
+  card_state cs = {c, b, {0}, {0}};
+  bml_verify_line line;
+  char detail[160];
+  int rc = 0;
+  for (int k = 0; rc == 0 && k < BML_KERNEL_COUNT + BML_BATCHED_COUNT; k++) {
+    const char *name = k < BML_KERNEL_COUNT ? bml__kernel_name((bml__kernel_id)k)
+                                            : bml__batched_name((bml__batched_id)(k - BML_KERNEL_COUNT));
+    batch_case bc[SPOT_CASES];
+    float *got = NULL;
+    size_t rows = 0;
+    for (size_t i = 0; i < SPOT_CASES; i++) {
+      bc[i] = (batch_case){d[i].w, d[i].a, d[i].want, spot_cases[i].rows, spot_cases[i].n, {0}, 0, 0};
+      rows += spot_cases[i].rows;
+    }
+    if (k >= BML_KERNEL_COUNT && (got = malloc(rows * sizeof *got)) == NULL) return BML_ENOMEM;
+    const int brc = got ? run_batch(&cs, (bml__batched_id)(k - BML_KERNEL_COUNT), bc, SPOT_CASES, got) : 0;
+    for (size_t i = 0; rc == 0 && i < SPOT_CASES; i++) {
+      memset(&line, 0, sizeof line);
+      if (got)
+        compare_rows(brc, d[i].want, got + bc[i].out_off, spot_cases[i].rows, &line, detail, sizeof detail);
+      else
+        check_product(&cs, (bml__kernel_id)k, d[i].w, spot_cases[i].rows, spot_cases[i].n, d[i].a, d[i].want, &line,
+                      detail, sizeof detail);
+      if (line.ok) continue;
+      if (line.first_bad >= 0)
+        snprintf(why, len, "%s %zux%zu %s: row %ld differs (cpu 0x%08x, card 0x%08x)", name, spot_cases[i].rows,
+                 spot_cases[i].n, spot_cases[i].layer ? "layer" : "random", line.first_bad, line.cpu_bits,
+                 line.card_bits);
+      else
+        snprintf(why, len, "%s %zux%zu: %s", name, spot_cases[i].rows, spot_cases[i].n,
+                 line.detail ? line.detail : "failed");
+      rc = BML_EVERIFY;
+    }
+    free(got);
+  }
+  bml__card_buf_free(&cs.act);
+  bml__card_buf_free(&cs.out);
+  return rc;
+}
+
+int bml__oracle_confirm(bml__card *c, bool emulated, uint64_t seed, bml__build *use, char *why, size_t len) {
+  char *log = NULL;
+  bool from_binary = false;
+  why[0] = '\0';
+  int rc = bml__card_build_cached(c, emulated, hooks.extra_options, use, &log, &from_binary);
+  if (rc != 0) {
+    snprintf(why, len, "the build failed: %.300s", log ? log : bml_strerror(rc));
+    free(log);
+    return rc == BML_ENOMEM ? rc : BML_EVERIFY;
+  }
+  free(log);
+  case_data d[SPOT_CASES] = {{0}};
+  for (size_t i = 0; rc == 0 && i < SPOT_CASES; i++)
+    rc = make_case(spot_cases[i].rows, spot_cases[i].n, spot_cases[i].layer, seed + i, &d[i]);
+  if (rc == 0) rc = spot_probe(c, use, why, len);
+  if (rc == 0) rc = spot_kernels(c, use, d, why, len);
+  for (size_t i = 0; i < SPOT_CASES; i++) free_case(&d[i]);
+  if (rc != 0) bml__build_release(use);
+  if (rc != 0 && !why[0]) snprintf(why, len, "%s", bml_strerror(rc));
+  return rc;
 }
 
 int bml_devices_verify(bml_devices *list, size_t i, const bml_verify_options *opt) {
   if (!list || i >= list->len) return BML_EINVAL;
+  bml_verify_options o;
+  bml_verify_options_init(&o);
+  int rc = opt ? bml__options_take(opt, &o, sizeof o, VERIFY_OPTIONS_V1, "bml_verify_options") : 0;
+  if (rc != 0) return rc;
   bml__device *d = &list->dev[i];
   if (!d->pub.usable) return BML_ENODEV;
-  int rc = bml__oracle_verify(d, i, opt, NULL, NULL);
+  rc = bml__oracle_verify(d, i, &o, NULL, NULL);
   d->pub.verified = rc == 0;
   return rc;
 }

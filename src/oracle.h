@@ -32,6 +32,12 @@ typedef struct {
                                  (0: the card's; SIZE_MAX: a work-group per group) */
 } bml__oracle_hooks;
 
+/* Whether the hooks set are only those a remembered verdict's key holds
+ * (extra_options, in the build options; quick, in its checks): any other
+ * keeps the worker's open from reading or writing the cache (src/verdict.c).
+ * A new hook is named there. */
+bool bml__oracle_hooks_cacheable(void);
+
 /* Sets (NULL: clears) the hooks for every later verification.  Not
  * thread-safe against running ones. */
 void bml__oracle_set_hooks(const bml__oracle_hooks *h);
@@ -45,5 +51,30 @@ const bml__oracle_hooks *bml__oracle_get_hooks(void);
  * probe found it exact, else the emulated one); the caller owns both. */
 int bml__oracle_verify(const bml__device *d, size_t index, const bml_verify_options *opt, bml__card **card,
                        bml__build *use);
+
+/* The steps of bml__oracle_verify, for the worker's open:
+ * Opens device d's card (on the engine's context and queue where they are
+ * not NULL: bml__card_open_on) with the hooks' settings and its tuning.
+ * Returns 0 and *out, or an error with err saying it. */
+int bml__oracle_card_open(const bml__device *d, cl_context ctx, cl_command_queue queue, bml__card **out, char *err,
+                          size_t errlen);
+/* Verifies the open card c (device d, report index `index`) as
+ * bml__oracle_verify does; on 0 and when use is not NULL, *use is the
+ * build the products must use (the caller releases it). */
+int bml__oracle_verify_card(bml__card *c, const bml__device *d, size_t index, const bml_verify_options *opt,
+                            bml__build *use);
+/* Whether a verification with opt checks the small shapes only (opt's
+ * quick, or the hooks'). */
+bool bml__oracle_quick(const bml_verify_options *opt);
+
+/* Confirms a remembered verdict on the card, in milliseconds: builds the
+ * remembered variant (the emulated fma, or the native), runs the fma probe
+ * (the emulation exact on its domain; the native fma exact where the build
+ * uses it) and every kernel, the batched ones too, on a random product
+ * with -128 quants and a layer-shaped one (data from seed), every row
+ * compared with the CPU kernel.  Returns 0 with *use built (the caller
+ * releases it), or BML_EVERIFY (why says what differed or failed: the
+ * remembered verdict does not stand), BML_ENOMEM. */
+int bml__oracle_confirm(bml__card *c, bool emulated, uint64_t seed, bml__build *use, char *why, size_t len);
 
 #endif

@@ -1,7 +1,9 @@
 /* program.c -- a card's context and queue, and the build of the embedded kernels with exact-arithmetic options. */
 #include "card.h"
+#include "cache.h"
 #include "oracle.h" /* its test hooks */
 
+#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,9 +20,67 @@ const char *bml__batched_name(bml__batched_id k) {
   return (unsigned)k < BML_BATCHED_COUNT ? names[k] : "?";
 }
 
+json_t *bml__card_identity(const bml__cl_info *ci) {
+  char dev[48] = "";
+  if (ci->has_uuid) {
+    memcpy(dev, "uuid:", 5);
+    bml__uuid_format(ci->uuid, dev + 5);
+  } else if (ci->pci.valid) {
+    memcpy(dev, "pci:", 4);
+    bml__pci_addr_format(ci->pci, dev + 4);
+  }
+  char source[17];
+  bml__hash_hex(bml__cl_q1_0_source, source);
+  return json_pack("{s:s, s:s, s:s, s:s, s:s, s:s}", "device", dev, "name", ci->name, "platform",
+                   ci->platform_name ? ci->platform_name : "", "driver", ci->driver_version, "bankml_cl_version",
+                   bml_version_string(), "source", source);
+}
+
+/* The hash of the identity's JSON (its keys sorted), 0 when out of memory. */
+static uint64_t identity_hash(const bml__cl_info *ci) {
+  json_t *id = bml__card_identity(ci);
+  char *text = id ? json_dumps(id, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+  uint64_t h = text ? bml__hash64(text, strlen(text), BML_HASH_SEED) : 0;
+  free(text);
+  json_decref(id);
+  return h;
+}
+
 int bml__card_open(const bml__cl_info *ci, bml__card **out, char *err, size_t errlen) {
+  return bml__card_open_on(ci, NULL, NULL, out, err, errlen);
+}
+
+/* The engine's context and queue, retained (they stay the engine's), or
+ * the card's own. */
+static cl_int card_context(bml__card *c, const bml__cl_info *ci, cl_context ctx, cl_command_queue queue, char *err,
+                           size_t errlen) {
   char e[64];
   cl_int rc = CL_SUCCESS;
+  if (ctx) {
+    rc = clRetainContext(ctx);
+    if (rc == CL_SUCCESS) c->ctx = ctx, c->engine_context = true;
+  } else {
+    cl_context_properties props[] = {CL_CONTEXT_PLATFORM, (cl_context_properties)ci->platform, 0};
+    c->ctx = clCreateContext(props, 1, &ci->id, NULL, NULL, &rc);
+  }
+  if (rc != CL_SUCCESS) {
+    snprintf(err, errlen, "%s: %s", ctx ? "clRetainContext" : "clCreateContext", bml__cl_error_string(rc, e, sizeof e));
+    return rc;
+  }
+  if (queue) {
+    rc = clRetainCommandQueue(queue);
+    if (rc == CL_SUCCESS) c->queue = queue, c->engine_queue = true;
+  } else {
+    c->queue = clCreateCommandQueue(c->ctx, ci->id, 0, &rc);
+  }
+  if (rc != CL_SUCCESS)
+    snprintf(err, errlen, "%s: %s", queue ? "clRetainCommandQueue" : "clCreateCommandQueue",
+             bml__cl_error_string(rc, e, sizeof e));
+  return rc;
+}
+
+int bml__card_open_on(const bml__cl_info *ci, cl_context ctx, cl_command_queue queue, bml__card **out, char *err,
+                      size_t errlen) {
   /* the oracle's test hook open_nomem: this allocation fails */
   bml__card *c = bml__oracle_get_hooks()->open_nomem ? NULL : calloc(1, sizeof *c);
   if (!c) {
@@ -36,6 +96,7 @@ int bml__card_open(const bml__cl_info *ci, bml__card **out, char *err, size_t er
   c->cr_divide_sqrt = (ci->fp32 & CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT) != 0;
   c->local_mem = ci->local_mem;
   c->max_groups = (size_t)BML_GROUPS_PER_UNIT * ci->compute_units;
+  c->ident = identity_hash(ci);
   /* NVIDIA's driver compiles OpenCL C to PTX and takes PTX inline; another
    * implementation of an NVIDIA card (PoCL's CUDA device) may not.  The
    * ring of weights (-DBML_RING=1) was measured there only: it made PoCL
@@ -49,22 +110,13 @@ int bml__card_open(const bml__cl_info *ci, bml__card **out, char *err, size_t er
                                                                                              "clCreateBufferNV");
   bml__card_set_tunables(c, 32, 32, 4, 1);
   c->lr_from = SIZE_MAX;
-  cl_context_properties props[] = {CL_CONTEXT_PLATFORM, (cl_context_properties)ci->platform, 0};
-  c->ctx = clCreateContext(props, 1, &ci->id, NULL, NULL, &rc);
+  cl_int rc = card_context(c, ci, ctx, queue, err, errlen);
   if (rc != CL_SUCCESS) {
-    snprintf(err, errlen, "clCreateContext: %s", bml__cl_error_string(rc, e, sizeof e));
-    goto fail;
-  }
-  c->queue = clCreateCommandQueue(c->ctx, ci->id, 0, &rc);
-  if (rc != CL_SUCCESS) {
-    snprintf(err, errlen, "clCreateCommandQueue: %s", bml__cl_error_string(rc, e, sizeof e));
-    goto fail;
+    bml__card_close(c);
+    return rc;
   }
   *out = c;
   return 0;
-fail:
-  bml__card_close(c);
-  return rc;
 }
 
 int bml__card_set_queues(bml__card *c, size_t queues) {
@@ -147,7 +199,7 @@ size_t bml__card_wg8(const bml__card *c) {
  * divide nothing today; the option keeps any later use exact), the
  * kernels' shapes, and never -cl-mad-enable, -cl-fast-relaxed-math,
  * -cl-unsafe-math-optimizations or -cl-denorms-are-zero. */
-static void build_options(const bml__card *c, bool emulate, const char *extra, char *buf, size_t len) {
+void bml__card_build_options(const bml__card *c, bool emulate, const char *extra, char *buf, size_t len) {
   size_t wg8 = bml__card_wg8(c);
   snprintf(buf, len,
            "-DBML_WG=%zu -DBML_LROWS=%zu -DBML_LRROWS=%zu -DBML_LRRPT=%zu -DBML_LRLPT=%zu -DBML_LHALVES=%d%s%s%s%s%s%s",
@@ -246,21 +298,61 @@ static cl_int build_without(bml__card *c, bool *flag, const char *what, bool emu
              text && *text ? text : "no log");
   free(text);
   *flag = false;
-  build_options(c, emulate, extra, b->options, sizeof b->options);
+  bml__card_build_options(c, emulate, extra, b->options, sizeof b->options);
   return clBuildProgram(b->program, 1, &c->dev, b->options, NULL, NULL);
 }
 
-int bml__card_build(bml__card *c, bool emulate, const char *extra, bml__build *b, char **log) {
-  memset(b, 0, sizeof *b);
-  *log = NULL;
-  b->emulated_fma = emulate;
-  build_options(c, emulate, extra, b->options, sizeof b->options);
+uint64_t bml__card_binary_key(const bml__card *c, const char *options) {
+  return bml__hash64(options, strlen(options), c->ident);
+}
+
+/* The program from the binary remembered for b->options, built:
+ * CL_SUCCESS, or another code (none remembered, or the driver refused it:
+ * nothing is left in b). */
+static cl_int program_from_binary(bml__card *c, bml__build *b) {
+  void *bin = NULL;
+  size_t len = 0;
+  if (!c->ident || bml__cache_binary_read(bml__card_binary_key(c, b->options), &bin, &len) != 0)
+    return CL_INVALID_BINARY;
+  cl_int status = CL_SUCCESS, rc = CL_SUCCESS;
+  const unsigned char *p = bin;
+  b->program = clCreateProgramWithBinary(c->ctx, 1, &c->dev, &len, &p, &status, &rc);
+  if (rc == CL_SUCCESS) rc = status;
+  if (rc == CL_SUCCESS) rc = clBuildProgram(b->program, 1, &c->dev, b->options, NULL, NULL);
+  free(bin);
+  if (rc != CL_SUCCESS) {
+    char e[64];
+    bml__debug(BML_CAT_BUILD, "\"%s\": the remembered program binary was refused (%s): built from source", c->name,
+               bml__cl_error_string(rc, e, sizeof e));
+    if (b->program) clReleaseProgram(b->program);
+    b->program = NULL;
+  }
+  return rc;
+}
+
+/* Remembers the built program's binary under its options (nothing where
+ * the driver gives none). */
+static void remember_binary(const bml__card *c, const bml__build *b) {
+  size_t len = 0;
+  if (!c->ident || clGetProgramInfo(b->program, CL_PROGRAM_BINARY_SIZES, sizeof len, &len, NULL) != CL_SUCCESS ||
+      len == 0)
+    return;
+  unsigned char *bin = malloc(len);
+  if (bin && clGetProgramInfo(b->program, CL_PROGRAM_BINARIES, sizeof bin, &bin, NULL) == CL_SUCCESS)
+    bml__cache_binary_write(bml__card_binary_key(c, b->options), bin, len);
+  free(bin);
+}
+
+/* The program built from cl/q1_0.cl with b->options (NVIDIA's options
+ * dropped where its compiler refuses them).  CL_SUCCESS, or the error with
+ * *log saying it. */
+static cl_int program_from_source(bml__card *c, bool emulate, const char *extra, bml__build *b, char **log) {
   const char *src = bml__cl_q1_0_source;
   cl_int rc = CL_SUCCESS;
   b->program = clCreateProgramWithSource(c->ctx, 1, &src, NULL, &rc);
   if (rc != CL_SUCCESS) {
     *log = describe_failure("clCreateProgramWithSource", rc, b->options, NULL);
-    goto fail;
+    return rc;
   }
   rc = clBuildProgram(b->program, 1, &c->dev, b->options, NULL, NULL);
   /* NVIDIA's options refused: first the TMA's PTX (a driver whose PTX is
@@ -274,8 +366,19 @@ int bml__card_build(bml__card *c, bool emulate, const char *extra, bml__build *b
     char *text = build_log(c, b->program);
     *log = describe_failure("clBuildProgram", rc, b->options, text);
     free(text);
-    goto fail;
   }
+  return rc;
+}
+
+static int build(bml__card *c, bool emulate, const char *extra, bool cached, bml__build *b, char **log,
+                 bool *from_binary) {
+  memset(b, 0, sizeof *b);
+  *log = NULL;
+  b->emulated_fma = emulate;
+  bml__card_build_options(c, emulate, extra, b->options, sizeof b->options);
+  *from_binary = cached && program_from_binary(c, b) == CL_SUCCESS;
+  cl_int rc = *from_binary ? CL_SUCCESS : program_from_source(c, emulate, extra, b, log);
+  if (rc != CL_SUCCESS) goto fail;
   rc = create_kernels(b);
   if (rc != CL_SUCCESS) {
     *log = describe_failure("clCreateKernel", rc, b->options, NULL);
@@ -287,7 +390,9 @@ int bml__card_build(bml__card *c, bool emulate, const char *extra, bml__build *b
     *log = describe_failure(why, rc, b->options, NULL);
     goto fail;
   }
-  bml__debug(BML_CAT_BUILD, "built cl/q1_0.cl for \"%s\" with: %s", c->name, b->options);
+  if (cached && !*from_binary) remember_binary(c, b);
+  bml__debug(BML_CAT_BUILD, "built cl/q1_0.cl for \"%s\"%s with: %s", c->name,
+             *from_binary ? " from its remembered binary" : "", b->options);
   return 0;
 fail:
   if (rc == CL_INVALID_WORK_GROUP_SIZE) /* a shape the tuning tries and drops: said by whoever asked */
@@ -296,6 +401,16 @@ fail:
     bml__error(BML_CAT_BUILD, "\"%s\": %s", c->name, *log ? *log : "cannot build the kernels");
   bml__build_release(b);
   return rc == CL_BUILD_PROGRAM_FAILURE ? BML_EBUILD : rc;
+}
+
+int bml__card_build(bml__card *c, bool emulate, const char *extra, bml__build *b, char **log) {
+  bool from_binary;
+  return build(c, emulate, extra, false, b, log, &from_binary);
+}
+
+int bml__card_build_cached(bml__card *c, bool emulate, const char *extra, bml__build *b, char **log,
+                           bool *from_binary) {
+  return build(c, emulate, extra, true, b, log, from_binary);
 }
 
 void bml__build_release(bml__build *b) {

@@ -1,5 +1,6 @@
 /* registry.c -- the device listing: cross-check with the kernel, classify, dedupe, order, select. */
 #include "device.h"
+#include "options.h"
 
 #include <ctype.h>
 #include <stdatomic.h>
@@ -13,7 +14,7 @@
 /* name: where the value came from ("BANKML_GPU", or the discovery's option) */
 static int gpu_choice_error(const char *name, const char *value, const char *why) {
   bml__error(BML_CAT_ENV, "%s=\"%s\": %s (expected off, none, cpu, report indices "
-             "such as 0,2, or pci:0000:03:00.0)", name, value, why);
+             "such as 0,2, pci:0000:03:00.0, or uuid: and a device's uuid)", name, value, why);
   return BML_EENV;
 }
 
@@ -35,6 +36,20 @@ static int parse_indices(const char *name, const char *value, bml__gpu_choice *o
   }
 }
 
+/* 32 hex digits, dashes anywhere between them (cl_khr_device_uuid's
+ * 8-4-4-4-12 as the listing writes it, or none). */
+static int parse_uuid(const char *s, uint8_t uuid[16]) {
+  size_t digits = 0;
+  for (; *s && digits < 32; s++) {
+    if (*s == '-') continue;
+    if (!isxdigit((unsigned char)*s)) return BML_EINVAL;
+    unsigned v = isdigit((unsigned char)*s) ? (unsigned)(*s - '0') : (unsigned)(tolower((unsigned char)*s) - 'a' + 10);
+    uuid[digits / 2] = (uint8_t)(digits % 2 ? uuid[digits / 2] | v : v << 4);
+    digits++;
+  }
+  return digits == 32 && *s == '\0' ? 0 : BML_EINVAL;
+}
+
 int bml__gpu_choice_parse(const char *name, const char *value, bml__gpu_choice *out) {
   memset(out, 0, sizeof *out);
   out->mode = BML_GPU_ALL;
@@ -47,6 +62,11 @@ int bml__gpu_choice_parse(const char *name, const char *value, bml__gpu_choice *
     out->mode = BML_GPU_PCI;
     if (bml__pci_addr_parse(value + 4, &out->pci) != 0)
       return gpu_choice_error(name, value, "not a PCI address");
+    return 0;
+  }
+  if (strncmp(value, "uuid:", 5) == 0) {
+    out->mode = BML_GPU_UUID;
+    if (parse_uuid(value + 5, out->uuid) != 0) return gpu_choice_error(name, value, "not a uuid (32 hex digits)");
     return 0;
   }
   out->mode = BML_GPU_INDICES;
@@ -321,6 +341,15 @@ static int apply_choice(struct bml_devices *l, const bml__gpu_choice *c) {
       }
       select_device(l, c->indices[k]);
     }
+  } else if (c->mode == BML_GPU_UUID) {
+    size_t i = 0;
+    while (i < l->len && !(l->dev[i].cl.has_uuid && memcmp(l->dev[i].cl.uuid, c->uuid, sizeof c->uuid) == 0)) i++;
+    if (i == l->len) {
+      bml__error(BML_CAT_ENV, "%s=\"%s\": no device has this uuid (cl_khr_device_uuid)", l->gpu_source,
+                 l->gpu_setting);
+      return l->gpu_error;
+    }
+    select_device(l, i);
   } else {
     char want[BML__PCI_ADDR_SIZE];
     bml__pci_addr_format(c->pci, want);
@@ -350,12 +379,16 @@ static void fill_public(bml__device *d, size_t index) {
   p->verified = -1;
   p->cl_platform = d->cl.platform;
   p->cl_device = d->cl.id;
+  if (d->cl.has_uuid) bml__uuid_format(d->cl.uuid, d->uuid_str);
+  p->uuid = d->uuid_str[0] ? d->uuid_str : NULL;
 }
 
 /* ---- the listing ------------------------------------------------------------------ */
 
 void bml_discover_options_init(bml_discover_options *o) {
   if (!o) return;
+  memset(o, 0, sizeof *o);
+  o->size = sizeof *o;
   o->sysfs_root = NULL;
   o->pci_ids = NULL;
   o->gpu = NULL;
@@ -364,13 +397,13 @@ void bml_discover_options_init(bml_discover_options *o) {
 
 /* The settings, each from the options or else the environment; *root:
  * the sysfs root to read (NULL: "/sys"). */
-static int read_settings(const bml_discover_options *o, struct bml_devices *l, bml__gpu_choice *choice,
-                         const char **root) {
+static int read_settings(const bml_discover_options *o, const char *gpu_name, struct bml_devices *l,
+                         bml__gpu_choice *choice, const char **root) {
   const char *gpu = o->gpu;
   if (!gpu) bml__env_gpu(&gpu);
   snprintf(l->gpu_setting, sizeof l->gpu_setting, "%s", gpu ? gpu : "");
   /* a bad option is the caller's argument (BML_EINVAL), a bad variable the environment's */
-  l->gpu_source = o->gpu ? "bml_discover_options.gpu" : "BANKML_GPU";
+  l->gpu_source = o->gpu ? gpu_name : "BANKML_GPU";
   l->gpu_error = o->gpu ? BML_EINVAL : BML_EENV;
   int rc = bml__gpu_choice_parse(l->gpu_source, gpu, choice);
   if (rc != 0) return l->gpu_error;
@@ -425,23 +458,31 @@ static void examine(struct bml_devices *l, const bml__sysfs *fs) {
   }
 }
 
+/* The last member of the options' first version: its size stays this. */
+#define DISCOVER_OPTIONS_V1 (offsetof(bml_discover_options, software) + sizeof(int))
+
 int bml_devices_discover(const bml_discover_options *opt, bml_devices **out) {
+  return bml__devices_discover(opt, "bml_discover_options.gpu", out);
+}
+
+int bml__devices_discover(const bml_discover_options *opt, const char *gpu_name, bml_devices **out) {
   if (!out) return BML_EINVAL;
   *out = NULL;
   bml__debug_load();
-  bml_discover_options defaults;
-  bml_discover_options_init(&defaults);
-  const bml_discover_options *o = opt ? opt : &defaults;
+  bml_discover_options o;
+  bml_discover_options_init(&o);
+  int rc = opt ? bml__options_take(opt, &o, sizeof o, DISCOVER_OPTIONS_V1, "bml_discover_options") : 0;
+  if (rc != 0) return rc;
   struct bml_devices *l = calloc(1, sizeof *l);
   if (!l) return BML_ENOMEM;
   bml__gpu_choice choice;
   const char *root = NULL;
-  int rc = read_settings(o, l, &choice, &root);
+  rc = read_settings(&o, gpu_name, l, &choice, &root);
   if (rc == 0) rc = bml__cl_enumerate(&l->dev, &l->len, &l->notes);
   if (rc == 0) rc = dedupe(l, false);
   if (rc == 0) {
     bml__sysfs fs;
-    bml__sysfs_init(&fs, root ? root : "/sys", o->pci_ids); /* the root read once, above */
+    bml__sysfs_init(&fs, root ? root : "/sys", o.pci_ids); /* the root read once, above */
     examine(l, &fs);
     rc = dedupe(l, true);
   }

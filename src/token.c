@@ -27,6 +27,10 @@
  * takes microseconds on a GPU, but a software device's threads may wait
  * for the host's cores. */
 #define TOKEN_GIVE_UP_SECONDS 10.0
+/* ... and how long for the kernel to start: a software device (PoCL)
+ * compiles it at its first launch, which took a minute on a busy 2-core
+ * machine. */
+#define TOKEN_START_SECONDS 600.0
 /* Launches a run tries where the kernel gave up waiting for its group
  * just before it came. */
 #define TOKEN_TRIES 2
@@ -58,6 +62,7 @@ struct bml_token {
   uint8_t *where;   /* WHERE_* */
   float *times;     /* TRIALS card times, then TRIALS CPU times, per group (seconds) */
   uint8_t *tried;   /* runs timed so far, per group */
+  bool check_only;  /* resident or nothing (bml__token_check_only) */
   bml_token *link;  /* the worker's list of tokens */
 };
 
@@ -264,12 +269,16 @@ static int launch(bml_token *t) {
   return rc;
 }
 
-/* A resident launch's kernel that ended by itself (its last group done,
- * or it gave up waiting): its event released.  Returns its error, or 0. */
-static cl_int reap(bml_token *t) {
+/* A resident launch's kernel that ended by itself (it gave up waiting):
+ * its event released.  Returns its error, or 0; *started (may be NULL):
+ * whether it has started (a software device compiles a kernel at its
+ * first launch, which may take long before it runs). */
+static cl_int reap(bml_token *t, bool *started) {
   cl_int state = CL_QUEUED;
+  if (started) *started = true;
   if (!t->running) return CL_SUCCESS;
   cl_int rc = clGetEventInfo(t->running, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof state, &state, NULL);
+  if (started) *started = rc != CL_SUCCESS || state <= CL_RUNNING;
   if (rc == CL_SUCCESS && state > CL_COMPLETE) return CL_SUCCESS; /* still running */
   if (rc == CL_SUCCESS && state < 0) rc = state;
   clReleaseEvent(t->running);
@@ -280,20 +289,26 @@ static cl_int reap(bml_token *t) {
 
 /* Waits for group g's ticket: 0 when done, 1 when the kernel gave up
  * before it (to launch again), or an error (the card's, or a wait past
- * TOKEN_GIVE_UP_SECONDS). */
+ * TOKEN_GIVE_UP_SECONDS once the kernel runs, TOKEN_START_SECONDS before). */
 static int await(bml_token *t, uint32_t ticket) {
   _Atomic uint32_t *done = (_Atomic uint32_t *)&t->h[TOKEN_DONE], *exit = (_Atomic uint32_t *)&t->h[TOKEN_EXIT];
-  const double until = bml__now() + TOKEN_GIVE_UP_SECONDS;
+  const double begun = bml__now();
+  double until = begun + TOKEN_GIVE_UP_SECONDS;
+  bool started = false;
   for (unsigned i = 1;; i++) {
     if (atomic_load_explicit(done, memory_order_acquire) == ticket) return 0;
     if ((i & 255u) == 0) {
       if (atomic_load_explicit(exit, memory_order_acquire) == ticket) return 1;
       sched_yield(); /* a software device's thread may need this core */
-      const cl_int rc = reap(t);
+      bool now_started;
+      const cl_int rc = reap(t, &now_started);
       if (rc != CL_SUCCESS) return rc;
       if (!t->running) /* ended without a word for this ticket: gave up as it was written */
         return atomic_load_explicit(done, memory_order_acquire) == ticket ? 0 : 1;
-      if (bml__now() > until) return CL_OUT_OF_RESOURCES;
+      const double now = bml__now();
+      if (!started && now_started) until = now + TOKEN_GIVE_UP_SECONDS; /* from its start */
+      started |= now_started;
+      if (now > (started ? until : begun + TOKEN_START_SECONDS)) return CL_OUT_OF_RESOURCES;
     }
     bml__cpu_relax();
   }
@@ -325,7 +340,7 @@ static int run_resident(bml_token *t, size_t g, double sec[BML_TOKEN_PHASES]) {
   /* a launch runs a group once (cl/q1_0.cl), and a ticket past the abort's
    * needs a new one */
   if (t->running && (t->ran[g] == t->launch || t->ticket < t->ticket0)) bml__token_park(t);
-  int rc = reap(t);
+  int rc = reap(t, NULL);
   for (int tries = 0; rc == 0 && tries < TOKEN_TRIES; tries++) {
     double t0 = bml__now();
     if (!t->running && (rc = launch(t)) != 0) break;
@@ -376,8 +391,11 @@ static int cmpf(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
+void bml__token_check_only(bml_token *t) { t->check_only = true; }
+
 /* Where group g runs now: its decision, or its next trial. */
 static int where(bml_token *t, size_t g) {
+  if (t->check_only) return t->resident ? WHERE_CARD : WHERE_BATCH;
   const int fixed = bml__worker_token_where(t->w);
   if (fixed != WHERE_LEARN) return fixed == WHERE_CARD && !t->resident ? WHERE_BATCH : fixed;
   if (!t->resident) return WHERE_BATCH;
@@ -392,7 +410,7 @@ static void learn(bml_token *t, size_t g, int ran, double seconds) {
   if (k == 0) return; /* the upload's */
   float *card = t->times + g * 2 * TRIALS, *cpu = card + TRIALS;
   const unsigned n = (k - 1) / 2; /* runs 1, 2: cpu 0, card 1 ... */
-  if (n < TRIALS) (ran == WHERE_CARD ? card : cpu)[n] = (float)seconds;
+  if (n < TRIALS) (ran == WHERE_CARD ? card : cpu)[n] = (float)bml__worker_token_seconds(t->w, ran == WHERE_CARD, seconds);
   if (k < 2 * TRIALS) return;
   qsort(card, TRIALS, sizeof *card, cmpf);
   qsort(cpu, TRIALS, sizeof *cpu, cmpf);
@@ -506,7 +524,8 @@ int bml_token_run(bml_token *t, size_t g) {
     if (rc == 0) bml__worker_token_ran(w, count, BML_EVERIFY, sec); /* the CPU's by decision */
   }
   const int ran = rc == 0 ? at : WHERE_BATCH;
-  if (rc != 0 && at != WHERE_CPU) rc = bml__worker_batch_entered(w, p, count);
+  if (rc != 0 && at != WHERE_CPU && !t->check_only) rc = bml__worker_batch_entered(w, p, count);
+  if (rc == 1) rc = BML_ENOTSUP; /* check only: not resident here */
   if (rc == 0) learn(t, g, ran, bml__now() - t0);
   bml__worker_leave(w);
   return rc;

@@ -35,6 +35,9 @@ void bml__worker_token_ran(bml_worker *w, size_t products, int err, const double
  * more), 2 on the CPU (below BML_SHARE_MIN), 3 as batches (in between: the
  * fixed split); 0 where each group learns its own.  (token.c's WHERE_*.) */
 int bml__worker_token_where(const bml_worker *w);
+/* A token's trial's seconds as the decision takes them: `measured`, or a
+ * test hook's (worker.h, token_seconds). */
+double bml__worker_token_seconds(const bml_worker *w, bool on_card, double measured);
 /* Whether a test hook fails this resident run (worker.h, fail_tokens). */
 bool bml__worker_token_fault(bml_worker *w);
 /* The worker's pool. */
@@ -47,6 +50,9 @@ int bml__worker_batch_entered(bml_worker *w, const bml_product *products, size_t
 
 /* ---- the token's side, for worker.c (token.c) ----------------------------- */
 
+/* Makes t run every group resident (the open's check of tokens): no
+ * learning, no batches (a group that cannot run resident fails). */
+void bml__token_check_only(bml_token *t);
 /* Ends t's resident kernel, if it is on the card, and waits for it. */
 void bml__token_park(bml_token *t);
 /* Frees the matrices on the card of the tokens of a list (bml_worker_release):

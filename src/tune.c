@@ -1,16 +1,11 @@
 /* tune.c -- each card's kernel tunables and kernel choice: measured once, remembered per device and driver. */
 #include "tune.h"
 
-#include <errno.h>
-#include <fcntl.h>
-#include <jansson.h>
-#include <stdatomic.h>
+#include "cache.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 /* The candidates of q1_0_mat_vec_l (rows per work-group) and of
  * q1_0_mat_vec_lr (rows per slice, slices per work-item, lanes per
@@ -55,74 +50,26 @@ static void apply(bml__card *c, const choice *ch) {
   c->lr_from = ch->lr_from;
 }
 
-/* ---- the cache file ----------------------------------------------------------- */
+/* ---- the remembered choice (cache.c) -------------------------------------------- */
 
-/* The cache file's layout: 2 since "never _lr" is -1 (1 wrote 0 for both
- * "always" and "never"; its entries are measured again); 3 since the
- * shapes fit the emulated fma's build too (2's were checked against the
- * native build alone, and one that the emulated build does not fit would
- * refuse the card at every open: they are measured again); 4 since _lr's
- * lanes per work-item ("lrlpt") are a tunable; 5 since the table kernels
- * build their tables and load their weights with fewer instructions (the
- * shapes' speeds moved: measured again); 6 since a launch runs at most
- * max_groups work-groups, each taking several groups of rows (the same). */
-#define TUNE_SCHEMA 6
+/* The layout of the tuning's entries: 2 since "never _lr" is -1 (1 wrote
+ * 0 for both "always" and "never"; its entries are measured again); 3
+ * since the shapes fit the emulated fma's build too (2's were checked
+ * against the native build alone, and one that the emulated build does
+ * not fit would refuse the card at every open: they are measured again); 4
+ * since _lr's lanes per work-item ("lrlpt") are a tunable; 5 since the
+ * table kernels build their tables and load their weights with fewer
+ * instructions (the shapes' speeds moved: measured again); 6 since a
+ * launch runs at most max_groups work-groups, each taking several groups
+ * of rows (the same).  It is part of the key: an entry of another layout
+ * is another key's. */
+#define TUNE_LAYOUT 6
 
-/* Said once a process: where the tuning cannot be remembered, and why. */
-static atomic_bool cache_warned;
-#define cache_warning(...)                                                      \
-  do {                                                                          \
-    if (!atomic_exchange(&cache_warned, true)) bml__warn(BML_CAT_BUILD, __VA_ARGS__); \
-  } while (0)
-
-/* $BANKML_CACHE_DIR, else $XDG_CACHE_HOME/bankml-cl, else ~/.cache/bankml-cl
- * (absolute paths only: a relative one would depend on the directory the
- * program runs in; XDG says to ignore a relative $XDG_CACHE_HOME). */
-static int cache_path(char *buf, size_t len) {
-  const char *dir = NULL, *xdg = NULL, *home = NULL;
-  bml__env_cache_dirs(&dir, &xdg, &home);
-  buf[0] = '\0';
-  if (dir && dir[0] != '/') {
-    cache_warning("BANKML_CACHE_DIR=\"%s\" is not an absolute path: the tuning is not remembered", dir);
-    return BML_EIO;
-  }
-  if (xdg && xdg[0] != '/') xdg = NULL;
-  if (home && home[0] != '/') home = NULL;
-  int n = dir ? snprintf(buf, len, "%s/tuning.json", dir)
-        : xdg ? snprintf(buf, len, "%s/bankml-cl/tuning.json", xdg)
-        : home ? snprintf(buf, len, "%s/.cache/bankml-cl/tuning.json", home)
-               : -1;
-  if (n > 0 && (size_t)n < len) return 0;
-  buf[0] = '\0';
-  cache_warning("%s: the tuning is not remembered", n < 0 ? "no cache directory (set BANKML_CACHE_DIR or HOME)"
-                                                          : "the cache directory's path is too long");
-  return BML_EIO;
-}
-
-/* The cache file as JSON, or NULL when it is absent, not a regular file (a
- * FIFO would block the read) or not the layout this version writes. */
-static json_t *load_root(const char *path) {
-  struct stat st;
-  if (stat(path, &st) != 0 || !S_ISREG(st.st_mode)) return NULL;
-  json_error_t e;
-  json_t *root = json_load_file(path, 0, &e);
-  if (!json_is_object(root) || json_integer_value(json_object_get(root, "schema")) != TUNE_SCHEMA ||
-      !json_is_array(json_object_get(root, "entries"))) {
-    /* every card's entries are measured again, and the file replaced */
-    bml__debug(BML_CAT_BUILD, "tuning cache %s not read (%s): measured again, and replaced", path,
-               root ? "another layout" : e.text);
-    json_decref(root);
-    return NULL;
-  }
-  return root;
-}
-
-static bool entry_matches(json_t *e, const bml__cl_info *ci) {
-  const char *dev = json_string_value(json_object_get(e, "device"));
-  const char *drv = json_string_value(json_object_get(e, "driver"));
-  const char *ver = json_string_value(json_object_get(e, "bankml_cl_version"));
-  return dev && drv && ver && strcmp(dev, ci->name) == 0 && strcmp(drv, ci->driver_version) == 0 &&
-         strcmp(ver, bml_version_string()) == 0;
+/* The key of this device's tuning: its layout, name, driver and
+ * bankml-cl's version. */
+static json_t *tune_key(const bml__cl_info *ci) {
+  return json_pack("{s:i, s:s, s:s, s:s}", "layout", TUNE_LAYOUT, "device", ci->name, "driver", ci->driver_version,
+                   "bankml_cl_version", bml_version_string());
 }
 
 /* A whole number of the entry in [1, hi], or 0. */
@@ -142,86 +89,31 @@ static bool candidate(const choice *c) {
 }
 
 /* The remembered choice for this device, driver and version, if any. */
-static bool load(const char *path, const bml__cl_info *ci, choice *ch) {
-  json_t *root = load_root(path);
-  json_t *entries = json_object_get(root, "entries");
-  bool found = false;
-  for (size_t i = 0; !found && i < json_array_size(entries); i++) {
-    json_t *e = json_array_get(entries, i);
-    if (!entry_matches(e, ci)) continue;
-    choice c = {field(e, "lrows", 4096), field(e, "lrrows", 4096), field(e, "lrrpt", 4), field(e, "lrlpt", 4), 0, 0, 0};
-    json_t *from = json_object_get(e, "lr_from_rows"); /* -1: never */
-    json_int_t f = json_integer_value(from);
-    c.lr_from = f < 0 ? SIZE_MAX : (size_t)f;
-    if (json_is_integer(from) && f >= -1 && candidate(&c)) {
-      *ch = c;
-      found = true;
-    } else {
-      bml__debug(BML_CAT_BUILD, "tuning cache %s: the entry for \"%s\" is not one this version writes: "
-                 "measured again", path, ci->name);
-    }
-  }
-  json_decref(root);
+static bool load(const json_t *key, const bml__cl_info *ci, choice *ch) {
+  json_t *e = bml__cache_find("tuning", key);
+  if (!e) return false;
+  choice c = {field(e, "lrows", 4096), field(e, "lrrows", 4096), field(e, "lrrpt", 4), field(e, "lrlpt", 4), 0, 0, 0};
+  json_t *from = json_object_get(e, "lr_from_rows"); /* -1: never */
+  json_int_t f = json_integer_value(from);
+  c.lr_from = f < 0 ? SIZE_MAX : (size_t)f;
+  const bool found = json_is_integer(from) && f >= -1 && candidate(&c);
+  if (found)
+    *ch = c;
+  else
+    bml__debug(BML_CAT_BUILD, "the remembered tuning of \"%s\" is not one this version writes: measured again",
+               ci->name);
+  json_decref(e);
   return found;
 }
 
-/* The directories of path, made 0700 as the XDG base directory spec asks
- * of a cache (a directory that exists keeps its mode). */
-static void make_dirs(const char *path) {
-  char dir[1024];
-  snprintf(dir, sizeof dir, "%s", path);
-  for (char *p = dir + 1; *p; p++)
-    if (*p == '/') {
-      *p = '\0';
-      if (mkdir(dir, 0700) != 0 && errno != EEXIST) return;
-      *p = '/';
-    }
-}
-
-/* Adds (or replaces) this device's entry; a failure to write only costs a
- * measurement next time, so it is a warning, once. */
-static void save_locked(const char *path, const bml__cl_info *ci, const choice *ch) {
-  json_t *root = load_root(path); /* another layout is replaced whole */
-  if (!root) root = json_pack("{s:i, s:[]}", "schema", TUNE_SCHEMA, "entries");
-  json_t *entries = json_object_get(root, "entries");
-  for (size_t i = json_array_size(entries); i-- > 0;)
-    if (entry_matches(json_array_get(entries, i), ci)) json_array_remove(entries, i);
+/* Remembers the choice; a failure to write only costs a measurement next
+ * time (cache.c warns, once). */
+static void save(const json_t *key, const choice *ch) {
   json_int_t from = ch->lr_from > (size_t)INT32_MAX ? -1 : (json_int_t)ch->lr_from; /* -1: never */
-  if (!root || json_array_append_new(entries, json_pack("{s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:f, s:f}", "device", ci->name,
-                                           "driver", ci->driver_version, "bankml_cl_version", bml_version_string(),
-                                           "lrows", (json_int_t)ch->lrows, "lrrows", (json_int_t)ch->lrrows,
-                                           "lrrpt", (json_int_t)ch->lrrpt, "lrlpt", (json_int_t)ch->lrlpt,
-                                           "lr_from_rows", from, "us_4096x4096",
-                                           ch->us_few, "us_32768x4096", ch->us_many)) != 0) {
-    json_decref(root);
-    return;
-  }
-  char tmp[1100];
-  snprintf(tmp, sizeof tmp, "%s.%ld.tmp", path, (long)getpid());
-  errno = 0;
-  int e = json_dump_file(root, tmp, JSON_INDENT(2)) != 0 ? (errno ? errno : EIO) : rename(tmp, path) != 0 ? errno : 0;
-  if (e != 0) {
-    cache_warning("cannot write the tuning cache %s (%s): the tuning is measured again next time", path,
-                  strerror(e));
-    remove(tmp);
-  }
-  json_decref(root);
-}
-
-/* save_locked under an exclusive lock of PATH.lock, so that two processes
- * saving at once do not each drop the other's new entry.  Without the lock
- * (it cannot be made) the save goes ahead: at worst one entry is measured
- * again next time. */
-static void save(const char *path, const bml__cl_info *ci, const choice *ch) {
-  make_dirs(path);
-  char lock[1100];
-  snprintf(lock, sizeof lock, "%s.lock", path);
-  int fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (fd >= 0)
-    while (flock(fd, LOCK_EX) != 0 && errno == EINTR) {
-    }
-  save_locked(path, ci, ch);
-  if (fd >= 0) close(fd); /* releases the lock */
+  bml__cache_store("tuning", key,
+                   json_pack("{s:I, s:I, s:I, s:I, s:I, s:f, s:f}", "lrows", (json_int_t)ch->lrows, "lrrows",
+                             (json_int_t)ch->lrrows, "lrrpt", (json_int_t)ch->lrrpt, "lrlpt", (json_int_t)ch->lrlpt,
+                             "lr_from_rows", from, "us_4096x4096", ch->us_few, "us_32768x4096", ch->us_many));
 }
 
 /* ---- the measurement ---------------------------------------------------------- */
@@ -378,13 +270,14 @@ static int measure(bml__card *c, choice *best, bool both) {
 
 int bml__tune(bml__card *c, const bml__cl_info *ci) {
   choice ch = default_choice;
-  char path[1024];
-  bool cached = cache_path(path, sizeof path) == 0 && load(path, ci, &ch);
+  json_t *key = tune_key(ci);
+  bool cached = key && load(key, ci, &ch);
   if (cached)
     bml__debug(BML_CAT_BUILD, "tuning of \"%s\" remembered: _l %zu, _lr %zux%zu, %zu lanes, from %zu rows", c->name,
                ch.lrows, ch.lrrows, ch.lrrpt, ch.lrlpt, ch.lr_from);
   if (cached || tuning_off) {
     apply(c, &ch);
+    json_decref(key);
     return 0;
   }
   int rc = measure(c, &ch, false);
@@ -402,11 +295,15 @@ int bml__tune(bml__card *c, const bml__cl_info *ci) {
   }
   if (rc != 0) ch = default_choice; /* a failed measurement is not fatal */
   apply(c, &ch);
-  if (rc != 0) return rc;
+  if (rc != 0) {
+    json_decref(key);
+    return rc;
+  }
   bml__debug(BML_CAT_BUILD, "tuned \"%s\": _l %zu, _lr %zux%zu, %zu lanes, from %zu rows (%.1f us for %dx%d, %.1f for %dx%d)",
              c->name, ch.lrows, ch.lrrows, ch.lrrpt, ch.lrlpt, ch.lr_from, ch.us_few, TUNE_FEW, TUNE_N, ch.us_many,
              TUNE_MANY, TUNE_N);
-  if (path[0]) save(path, ci, &ch);
+  if (key) save(key, &ch);
+  json_decref(key);
   return 0;
 }
 

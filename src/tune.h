@@ -5,9 +5,9 @@
 #include "card.h"
 
 /* Sets c's tunables for later builds: those remembered for this device,
- * driver and bankml-cl version (in $BANKML_CACHE_DIR/tuning.json, else
- * $XDG_CACHE_HOME/bankml-cl/, else the fastest of the candidates on a
- * 4096x4096 and a 32768x4096 product, which is then remembered.
+ * driver and bankml-cl version (an entry of kind "tuning" in the cache,
+ * src/cache.h), else the fastest of the candidates on a 4096x4096 and a
+ * 32768x4096 product, which is then remembered.
  * Returns 0, or an error of the measurement (the defaults are then set). */
 int bml__tune(bml__card *c, const bml__cl_info *ci);
 

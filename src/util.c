@@ -60,3 +60,7 @@ uint64_t bml__mem_available(void) {
   fclose(f);
   return (uint64_t)kb * 1024;
 }
+
+void bml__uuid_format(const uint8_t uuid[16], char buf[37]) {
+  for (int i = 0; i < 16; i++) buf += sprintf(buf, i == 4 || i == 6 || i == 8 || i == 10 ? "-%02x" : "%02x", uuid[i]);
+}

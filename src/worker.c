@@ -2,8 +2,10 @@
 #include "worker.h"
 
 #include "golden.h"
+#include "options.h"
 #include "token.h"
 #include "tune.h"
+#include "verdict.h"
 
 #include <inttypes.h>
 #include <jansson.h>
@@ -199,6 +201,11 @@ struct bml_worker {
   bml_token *resident; /* the token whose kernel is on the card now */
   uint64_t token_bytes; /* what the tokens hold on the card */
   bool tokens_resident; /* tokens may run resident (the open's check said so) */
+  bool tokens_unsure;   /* ... not, but for a reason other than their bits (an error, a timeout) */
+  double open_seconds;         /* bml_worker_open's time */
+  bool verdict_remembered;     /* the open took a remembered verdict, confirmed on the card */
+  bool batches_remembered;     /* ... and the batch check remembered for its queues */
+  bool calibration_remembered; /* ... and the calibration */
 };
 
 /* ---- "GPU not used", logged once per reason per process ------------------------ */
@@ -1425,21 +1432,6 @@ static int calibrate(bml_worker *w, double *card_s, double *cpu_s) {
   return rc;
 }
 
-/* The first failing check of the verification, for the log. */
-typedef struct {
-  char first[400];
-} verify_note;
-
-static void note_failure(void *ctx, const bml_verify_line *l) {
-  verify_note *v = ctx;
-  if (l->ok || v->first[0] || (strcmp(l->check, "fma probe") == 0 && strcmp(l->fma, "native") == 0)) return;
-  if (l->first_bad >= 0)
-    snprintf(v->first, sizeof v->first, "%s (fma: %s) %zux%zu %s: row %ld differs (cpu 0x%08x, card 0x%08x)",
-             l->check, l->fma, l->rows, l->n, l->regime, l->first_bad, l->cpu_bits, l->card_bits);
-  else
-    snprintf(v->first, sizeof v->first, "%s: %.300s", l->check, l->detail ? l->detail : "failed");
-}
-
 /* ---- open: the worker's own batches, checked on the card ----------------------------
  *
  * The oracle checks each kernel, batched ones included, on the card's own
@@ -1537,7 +1529,7 @@ static int check_make(batch_check *b) {
 /* One round of the check: the batch on w's card with each batched kernel,
  * through a worker of its own that gives the card every row.  Returns 0,
  * BML_EVERIFY (why says what), BML_ENOMEM or an error of the batch. */
-static int check_round(bml_worker *w, batch_check *b, unsigned round, char *why, size_t len) {
+static int check_round(bml_worker *w, batch_check *b, unsigned round, char *why, size_t len, bool *bits) {
   static const bml__kernel_id kernels[] = {BML_KERNEL_MAT_VEC_L, BML_KERNEL_MAT_VEC_LR};
   const unsigned spoil = bml__oracle_get_hooks()->spoil_batch_check;
   size_t rows = 0;
@@ -1585,6 +1577,7 @@ static int check_round(bml_worker *w, batch_check *b, unsigned round, char *why,
       snprintf(why, len, "%s: %s (%zux%zu) row %ld differs (cpu 0x%08x, card 0x%08x)", what, b->p[i].name, b->p[i].rows,
                b->p[i].n, bad, bml__float_bits(want[bad]), bml__float_bits(got[bad]));
       rc = BML_EVERIFY;
+      *bits = true;
     }
     if (rc == 0)
       bml__debug(BML_CAT_WORKER,
@@ -1612,6 +1605,7 @@ static int check_tokens(bml_worker *w, batch_check *b) {
   for (size_t i = 0; i < CHECK_PRODUCTS; i++) rows += b->p[i].rows;
   bml_token *t = NULL;
   int rc = bml_worker_token_open(w, b->p, CHECK_PRODUCTS, &t);
+  if (rc == 0) bml__token_check_only(t);
   char why[200] = "";
   for (int round = 0; rc == 0 && !why[0] && round < 2; round++) {
     memset(b->got, 0xff, rows * sizeof *b->got);
@@ -1628,12 +1622,17 @@ static int check_tokens(bml_worker *w, batch_check *b) {
     }
   }
   bml_token_close(t);
+  /* the check's products are the open's, not the engine's: uncounted */
+  memset(&w->count, 0, sizeof w->count);
+  memset(&w->time, 0, sizeof w->time);
+  w->errors_in_row = 0;
   if (rc == BML_ENOMEM) return rc;
   if (rc != 0 && !why[0]) snprintf(why, sizeof why, "%s", bml_strerror(rc));
   if (why[0]) {
     bml__warn(BML_CAT_WORKER, "\"%s\": a decode's token resident on the card: %s; tokens run as batches",
               w->card->name, why);
     w->tokens_resident = false;
+    w->tokens_unsure = rc != 0 || !strstr(why, " differs ("); /* not for other bits: not to remember */
   } else {
     bml__debug(BML_CAT_WORKER, "\"%s\": a decode's token resident on the card, %zu work-groups: bit-exact",
                w->card->name, nwg);
@@ -1642,26 +1641,30 @@ static int check_tokens(bml_worker *w, batch_check *b) {
 }
 
 /* The check at open (above).  Returns 0 (the card may be used, perhaps on
- * one queue now), BML_EVERIFY (it may not: why says why) or BML_ENOMEM. */
-static int check_batches(bml_worker *w, char *why, size_t len) {
+ * one queue now), BML_EVERIFY (it may not: why says why; *bits: a row
+ * differed) or BML_ENOMEM. */
+static int check_batches(bml_worker *w, char *why, size_t len, bool *bits) {
   batch_check b;
   why[0] = '\0';
+  *bits = false;
   int rc = check_make(&b);
   unsigned round = 0;
-  if (rc == 0) rc = check_round(w, &b, round++, why, len);
+  if (rc == 0) rc = check_round(w, &b, round++, why, len, bits);
   if (rc != 0 && rc != BML_ENOMEM && (w->acts.zero_copy || w->outs.zero_copy)) {
     bml__warn(BML_CAT_WORKER, "\"%s\": %s; its activations and results are copied", w->card->name,
               why[0] ? why : bml_strerror(rc));
     set_buffers(w, false, false);
     why[0] = '\0';
-    rc = check_round(w, &b, round++, why, len);
+    *bits = false;
+    rc = check_round(w, &b, round++, why, len, bits);
   }
   if (rc != 0 && rc != BML_ENOMEM && w->card->nside > 0) {
     bml__warn(BML_CAT_WORKER, "\"%s\": %s; it runs on one queue", w->card->name,
               why[0] ? why : bml_strerror(rc));
     bml__card_drop_side_queues(w->card);
     why[0] = '\0';
-    rc = check_round(w, &b, round++, why, len);
+    *bits = false;
+    rc = check_round(w, &b, round++, why, len, bits);
   }
   if (rc == 0) rc = check_tokens(w, &b);
   check_free(&b);
@@ -1695,27 +1698,44 @@ int bml__worker_queues(int asked, bool nvidia_driver, bool software) {
   return asked > 0 ? asked : nvidia_driver ? QUEUES_DEFAULT : 1;
 }
 
-static int settings(bml_worker *w, double *limit, int *queues) {
-  double share = -1.0;
-  *limit = BML_LIMIT_DEFAULT;
-  *queues = 0; /* unset: the card's default (open) */
-  int rc = bml__env_gpu_share(&share);
-  if (rc == 0) rc = bml__env_gpu_limit(limit);
-  if (rc == 0) rc = bml__env_gpu_queues(queues);
-  if (rc != 0) return rc;
-  if (share >= 0.0) {
-    w->share = share;
-    w->share_fixed = true;
+/* The batch check, or the one remembered for the card's queues.  What is
+ * remembered can only take away (queues, zero-copy transfers, resident
+ * tokens), and what it leaves on is confirmed on the card at each open:
+ * a round of the check through the transfers kept (where any is
+ * zero-copy) and a resident token (where tokens are); a failure there
+ * runs the whole check. */
+static int batches(bml_worker *w, bml__verdict *v, char *why, size_t len, bool *bits) {
+  const size_t queues = w->card->nside + 1;
+  bml__batch_verdict kept;
+  *bits = false;
+  if (bml__verdict_batches(v, queues, &kept)) {
+    if (kept.kept < queues) bml__card_drop_side_queues(w->card); /* several gave other bits, one did not */
+    set_buffers(w, w->acts.zero_copy && kept.acts_zero_copy, w->outs.zero_copy && kept.outs_zero_copy);
+    batch_check b;
+    int rc = 0;
+    if (w->acts.zero_copy || w->outs.zero_copy || kept.tokens) {
+      rc = check_make(&b);
+      if (rc == 0 && (w->acts.zero_copy || w->outs.zero_copy)) rc = check_round(w, &b, 0, why, len, bits);
+      if (rc == 0 && kept.tokens) rc = check_tokens(w, &b);
+      check_free(&b);
+    }
+    if (rc == BML_ENOMEM) return rc;
+    if (rc == 0 && (!kept.tokens || w->tokens_resident)) {
+      w->batches_remembered = true;
+      bml__debug(BML_CAT_WORKER, "\"%s\": the remembered check of its batches (%zu queue%s, %s%s) confirmed on the card",
+                 w->card->name, w->card->nside + 1, w->card->nside ? "s" : "", buffers_name(w),
+                 kept.tokens ? ", resident tokens" : "");
+      return 0;
+    }
+    bml__warn(BML_CAT_WORKER, "\"%s\": the remembered check of its batches did not hold (%s): checking again",
+              w->card->name, why[0] ? why : "a resident token");
+    choose_transfers(w, w->devices->dev[w->device].software != NULL);
+    why[0] = '\0';
+    *bits = false;
   }
-  return 0;
-}
-
-int bml_worker_check_env(void) {
-  double share = -1.0, limit = BML_LIMIT_DEFAULT;
-  int queues = QUEUES_DEFAULT;
-  int rc = bml__env_gpu_share(&share);
-  if (rc == 0) rc = bml__env_gpu_limit(&limit);
-  if (rc == 0) rc = bml__env_gpu_queues(&queues);
+  int rc = check_batches(w, why, len, bits);
+  const bml__batch_verdict found = {w->card->nside + 1, w->acts.zero_copy, w->outs.zero_copy, w->tokens_resident};
+  if (rc == 0 && !w->tokens_unsure) bml__verdict_set_batches(v, queues, &found);
   return rc;
 }
 
@@ -1725,96 +1745,145 @@ static size_t first_selected(const bml_devices *d) {
   return d->len;
 }
 
-/* Opens and verifies the first selected card; 0 with w->card NULL when none is used. */
-static int open_card(bml_worker *w) {
-  int rc = bml_devices_discover(NULL, &w->devices);
+/* The device of the engine's context (or queue): the first of its devices
+ * the listing has (options.device choosing, where set).  w->device is the
+ * listing's length when it is not one bankml-cl may use (logged). */
+static int engine_device(bml_worker *w, bml__worker_settings *s) {
+  cl_device_id *devs;
+  size_t ndevs;
+  int rc = bml__engine_devices(s, &devs, &ndevs);
   if (rc != 0) return rc;
-  w->device = first_selected(w->devices);
-  if (w->device == w->devices->len) {
-    not_used(&logged_no_card, "no usable GPU is selected (bankml-cl devices says why); everything runs on the CPU");
-    return 0;
-  }
-  const bml__device *d = &w->devices->dev[w->device];
-  verify_note note = {""};
-  bml_verify_options o;
-  bml_verify_options_init(&o);
-  o.on_line = note_failure;
-  o.ctx = &note;
-  rc = bml__oracle_verify(d, w->device, &o, &w->card, &w->build);
-  if (rc == BML_ENOMEM) return rc;
-  if (rc != 0) {
-    not_used(&logged_unverified, "\"%s\" NOT VERIFIED \u2014 %s", d->cl.name, note.first[0] ? note.first : bml_strerror(rc));
-    w->card = NULL;
-  }
+  const bml_devices *l = w->devices;
+  size_t found = l->len;
+  for (size_t i = 0; i < l->len && found == l->len; i++)
+    for (size_t k = 0; k < ndevs; k++)
+      if (l->dev[i].cl.id == devs[k] && (!s->device || l->dev[i].pub.selected)) found = i;
+  free(devs);
+  w->device = found < l->len && l->dev[found].pub.usable ? found : l->len;
+  if (found == l->len)
+    not_used(&logged_no_card, "%s (bankml-cl devices lists what bankml-cl finds)",
+             s->device ? "bml_worker_options.device names none of the engine's context's devices"
+                       : "none of the engine's context's devices is in bankml-cl's listing");
+  else if (w->device == l->len)
+    not_used(&logged_no_card, "the engine's device \"%s\" is not usable: %s", l->dev[found].cl.name,
+             l->dev[found].why_not);
   return 0;
+}
+
+/* Opens and verifies the card the settings choose; 0 with w->card NULL
+ * when none is used. */
+static int open_card(bml_worker *w, bml__worker_settings *s, bml__verdict *v) {
+  const bool engine = s->ctx || s->queue;
+  bml_discover_options o;
+  bml_discover_options_init(&o);
+  o.gpu = s->device ? s->device : engine ? "" : NULL; /* BANKML_GPU chooses only where the engine does not */
+  o.software = s->software;
+  int rc = bml__devices_discover(&o, "bml_worker_options.device", &w->devices);
+  if (rc != 0) return rc;
+  if (engine) {
+    if ((rc = engine_device(w, s)) != 0) return rc;
+  } else {
+    w->device = first_selected(w->devices);
+    if (w->device == w->devices->len)
+      not_used(&logged_no_card, "no usable GPU is selected (bankml-cl devices says why); everything runs on the CPU");
+  }
+  if (w->device == w->devices->len) return 0;
+  const bml__device *d = &w->devices->dev[w->device];
+  rc = bml__verdict_open(d, w->device, s->ctx, s->queue, s->verify_always, v, &w->card, &w->build);
+  if (rc == 0 && !w->card) not_used(&logged_unverified, "\"%s\" NOT VERIFIED \u2014 %s", d->cl.name, v->why);
+  w->verdict_remembered = v->remembered;
+  return rc;
 }
 
 double bml__calibrated_share(double card_s, double cpu_s) {
   return cpu_s / (card_s + cpu_s); /* card rate / (card rate + CPU rate), the rates 1/time */
 }
 
-static int decide_share(bml_worker *w) {
+static int decide_share(bml_worker *w, bml__verdict *v) {
   if (w->share_fixed) return 0;
   double card_s, cpu_s;
-  int rc = calibrate(w, &card_s, &cpu_s);
-  if (rc == BML_ENOMEM || rc == BML_EBUSY) return rc; /* the host's, or the caller's: said as the header says */
-  if (rc != 0) { /* the card's: no worker, as for any other reason it is not used */
-    not_used(&logged_calibration, "\"%s\": the calibration's product failed on the card: %s (%d)", w->card->name,
-             bml_err_name(rc), rc);
-    return 1;
+  const int threads = bml_pool_threads(w->pool);
+  w->calibration_remembered = bml__verdict_calibration(v, threads, &card_s, &cpu_s, &w->round_trip);
+  if (!w->calibration_remembered) {
+    int rc = calibrate(w, &card_s, &cpu_s);
+    if (rc == BML_ENOMEM || rc == BML_EBUSY) return rc; /* the host's, or the caller's: said as the header says */
+    if (rc != 0) { /* the card's: no worker, as for any other reason it is not used */
+      not_used(&logged_calibration, "\"%s\": the calibration's product failed on the card: %s (%d)", w->card->name,
+               bml_err_name(rc), rc);
+      return 1;
+    }
+    bml__verdict_set_calibration(v, threads, card_s, cpu_s, w->round_trip);
   }
   w->share = bml__calibrated_share(card_s, cpu_s);
   w->cpu_rate = (double)CAL_ROWS * CAL_N / cpu_s;
-  bml__debug(BML_CAT_WORKER, "calibration: card %.3f ms, CPU %.3f ms: share %.3f; the card's round trip %.3f ms",
-             card_s * 1e3, cpu_s * 1e3, w->share, w->round_trip * 1e3);
+  bml__debug(BML_CAT_WORKER, "calibration%s: card %.3f ms, CPU %.3f ms: share %.3f; the card's round trip %.3f ms",
+             w->calibration_remembered ? " (remembered)" : "", card_s * 1e3, cpu_s * 1e3, w->share,
+             w->round_trip * 1e3);
   if (w->share < MIN_SHARE) {
-    not_used(&logged_share, "\"%s\": calibrated share %.3f is below %.2f (card %.3f ms, CPU %.3f ms for %dx%d)",
-             w->card->name, w->share, MIN_SHARE, card_s * 1e3, cpu_s * 1e3, CAL_ROWS, CAL_N);
+    not_used(&logged_share, "\"%s\": calibrated share %.3f is below %.2f (card %.3f ms, CPU %.3f ms for %dx%d)%s",
+             w->card->name, w->share, MIN_SHARE, card_s * 1e3, cpu_s * 1e3, CAL_ROWS, CAL_N,
+             w->calibration_remembered ? " (remembered; BANKML_VERIFY=always calibrates again)" : "");
     return 1;
   }
   return 0;
 }
 
-int bml_worker_open(bml_pool *pool, bml_worker **out) {
+/* The verified card's queues, limiter, batch check and share.  0, 1 (no
+ * worker: logged) or an error. */
+static int set_up_card(bml_worker *w, const bml__worker_settings *s, bml__verdict *v) {
+  /* A software device (PoCL) gains nothing from several queues (they run
+   * on the same cores), and PoCL 3.1's pthread driver can fail an
+   * assertion in its kernel cache when two queues finish kernels at once
+   * (seen with two processes at work): one queue there. */
+  const int queues = bml__worker_queues(s->queues, w->card->nvidia_driver, w->devices->dev[w->device].software);
+  int made = bml__card_set_queues(w->card, (size_t)queues);
+  if (made != 0)
+    bml__debug(BML_CAT_WORKER, "\"%s\": %zu of %d queues (%s)", w->card->name, w->card->nside + 1, queues,
+               bml_err_name(made));
+  bml__limiter_init(&w->limiter, s->limit, w->card->global_mem, w->card->host_unified);
+  choose_transfers(w, w->devices->dev[w->device].software != NULL);
+  char why[400];
+  bool bits;
+  int rc = batches(w, v, why, sizeof why, &bits);
+  if (rc == BML_EVERIFY) {
+    not_used(&logged_unverified, "\"%s\" NOT VERIFIED \u2014 %s", w->card->name, why);
+    if (bits) bml__verdict_refuse(v, why);
+    rc = 1; /* no worker */
+  }
+  if (rc == 0) rc = decide_share(w, v);
+  sync_allocated(w); /* the calibration's staging */
+  return rc;
+}
+
+int bml_worker_open(bml_pool *pool, bml_worker **out) { return bml_worker_open_with(pool, NULL, out); }
+
+int bml_worker_open_with(bml_pool *pool, const bml_worker_options *o, bml_worker **out) {
   if (!pool || !out) return BML_EINVAL;
   *out = NULL;
   bml__debug_load();
+  const double t0 = bml__now();
+  bml__worker_settings s;
+  int rc = bml__worker_settings_read(o, &s);
+  if (rc != 0) return rc;
   bml_worker *w = calloc(1, sizeof *w);
   if (!w) return BML_ENOMEM;
   w->pool = pool;
   atomic_flag_clear(&w->driving);
   w->hooks.kernel = BML_KERNEL_COUNT;
-  double limit;
-  int queues;
-  int rc = settings(w, &limit, &queues);
-  if (rc == 0) rc = open_card(w);
-  if (rc == 0 && w->card) {
-    /* A software device (PoCL) gains nothing from several queues (they run
-     * on the same cores), and PoCL 3.1's pthread driver can fail an
-     * assertion in its kernel cache when two queues finish kernels at once
-     * (seen with two processes at work): one queue there. */
-    queues = bml__worker_queues(queues, w->card->nvidia_driver, w->devices->dev[w->device].software);
-    int made = bml__card_set_queues(w->card, (size_t)queues);
-    if (made != 0)
-      bml__debug(BML_CAT_WORKER, "\"%s\": %zu of %d queues (%s)", w->card->name, w->card->nside + 1, queues,
-                 bml_err_name(made));
-    bml__limiter_init(&w->limiter, limit, w->card->global_mem, w->card->host_unified);
-    choose_transfers(w, w->devices->dev[w->device].software != NULL);
-    char why[400];
-    rc = check_batches(w, why, sizeof why);
-    if (rc == BML_EVERIFY) {
-      not_used(&logged_unverified, "\"%s\" NOT VERIFIED \u2014 %s", w->card->name, why);
-      rc = 1; /* no worker */
-    }
-    if (rc == 0) rc = decide_share(w);
-    sync_allocated(w); /* the calibration's staging */
-  }
+  if (s.share >= 0.0) w->share = s.share, w->share_fixed = true;
+  bml__verdict v;
+  memset(&v, 0, sizeof v);
+  rc = open_card(w, &s, &v);
+  if (rc == 0 && w->card) rc = set_up_card(w, &s, &v);
+  bml__verdict_end(&v);
   if (rc != 0 || !w->card) {
     bml_worker_close(w);
     return rc > 0 ? 0 : rc; /* rc 1: a share too small, no worker */
   }
-  bml__debug(BML_CAT_WORKER, "GPU \"%s\": share %.3f%s, limit %.2f, %zu queues", w->card->name, w->share,
-             w->share_fixed ? " (BANKML_GPU_SHARE)" : "", w->limiter.limit, w->card->nside + 1);
+  w->open_seconds = bml__now() - t0;
+  bml__debug(BML_CAT_WORKER, "GPU \"%s\": share %.3f%s%s, limit %.2f, %zu queues; opened in %.3f s (verdict %s)",
+             w->card->name, w->share, w->share_fixed ? " fixed by " : "", w->share_fixed ? s.share_from : "",
+             w->limiter.limit, w->card->nside + 1, w->open_seconds, w->verdict_remembered ? "remembered" : "found");
   bml__fork_watch_add(&w->watch, worker_in_child, w);
   *out = w;
   return 0;
@@ -1925,11 +1994,25 @@ static json_t *balances_json(json_t *o, const bml_worker *w) {
   return o;
 }
 
+/* How the open went: its seconds, and what it took from the cache. */
+static json_t *open_json(json_t *o, const bml_worker *w) {
+  json_t *open = json_pack("{s:f, s:s, s:s, s:s, s:b, s:b}", "seconds", w->open_seconds, "verdict",
+                           w->verdict_remembered ? "remembered" : "verified", "batch_check",
+                           w->batches_remembered ? "remembered" : "checked", "calibration",
+                           w->share_fixed && !w->cpu_rate ? "none" : w->calibration_remembered ? "remembered" : "measured",
+                           "engine_context", w->card->engine_context, "engine_queue", w->card->engine_queue);
+  if (!o || !open || json_object_set_new(o, "open", open) != 0) {
+    json_decref(o);
+    return NULL;
+  }
+  return o;
+}
+
 int bml_worker_status_json(bml_worker *w, char **json) {
   if (!w || !json) return BML_EINVAL;
   *json = NULL;
   if (!enter(w)) return BML_EBUSY;
-  json_t *o = balances_json(status_json(w), w);
+  json_t *o = open_json(balances_json(status_json(w), w), w);
   leave(w);
   if (!o) return BML_ENOMEM;
   *json = bml__json_text(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
@@ -2073,6 +2156,11 @@ int bml__worker_token_where(const bml_worker *w) {
 }
 
 bml_pool *bml__worker_pool(bml_worker *w) { return w->pool; }
+
+double bml__worker_token_seconds(const bml_worker *w, bool on_card, double measured) {
+  const double fixed = w->hooks.token_seconds[on_card ? 0 : 1];
+  return fixed > 0 ? fixed : measured;
+}
 
 bool bml__worker_token_fault(bml_worker *w) { return w->hooks.fail_tokens > 0 && w->hooks.fail_tokens-- > 0; }
 

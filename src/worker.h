@@ -16,6 +16,8 @@ typedef struct {
                            (CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST) */
   int fail_tokens;      /* the next N resident runs of a token's group fail as on the card
                            (CL_OUT_OF_RESOURCES), after its kernel was launched and asked */
+  double token_seconds[2]; /* a token's timed trials take these seconds, on the card and on the CPU,
+                              instead of their own (0: as measured): the decision, without the noise */
   bml__kernel_id kernel; /* BML_KERNEL_COUNT (the default): the tuned choice by rows */
   int busy_finishes;    /* the next N finishes meet another thread's call: BML_EBUSY */
   uint64_t offset_limit; /* a submission's card activations (bytes) and results (floats) stay

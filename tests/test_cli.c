@@ -840,7 +840,33 @@ Test(cli, bench_card_and_split_on_pocl_are_exact) {
   static const char *const modes[] = {"card", "card-pipelined", "split", "split-pipelined"};
   expect_modes(root, modes, 4);
   cr_expect(json_real_value(json_object_get(root, "card_read_gbps")) > 0, "no read bandwidth measured");
+  /* the worker's open: its seconds, and whether its verdict was remembered */
+  json_t *open = json_object_get(root, "worker_open");
+  const char *verdict = json_string_value(json_object_get(open, "verdict"));
+  cr_expect(json_real_value(json_object_get(open, "seconds")) > 0, "no worker_open.seconds");
+  cr_expect(verdict && (strcmp(verdict, "verified") == 0 || strcmp(verdict, "remembered") == 0), "verdict %s",
+            verdict ? verdict : "missing");
   json_decref(root);
+}
+
+/* The table's header says how the worker's open went. */
+Test(cli, bench_text_says_how_long_the_workers_open_took) {
+  use_pocl();
+  setenv("BANKML_GPU_SHARE", "0.5", 1);
+  struct run r = RUN("bench", "--card", "--quick", "--shape", "256x512", "--runs", "1", "--warmup", "0");
+  unsetenv("BANKML_GPU_SHARE");
+  if (strstr(r.err, "no usable GPU is selected")) {
+    run_free(&r);
+    cr_skip_test("no PoCL device here");
+  }
+  cr_assert_eq(r.status, 0, "exit %d, stderr: %s", r.status, r.err);
+  double seconds = 0;
+  char verdict[16] = "";
+  const char *line = strstr(r.out, "\nworker opened in ");
+  cr_expect(line && sscanf(line, "\nworker opened in %lf s (verdict %15[a-z])", &seconds, verdict) == 2 && seconds > 0 &&
+                (strcmp(verdict, "verified") == 0 || strcmp(verdict, "remembered") == 0),
+            "%s", r.out);
+  run_free(&r);
 }
 
 /* The pipelined products read a matrix each (32), or as many as a quarter

@@ -636,7 +636,7 @@ Test(oracle, a_device_of_128_work_items_is_tuned_within_them) {
   bml__build use = {0};
   const int rc = verify_keeping(l, i, &h, &c, &card, &use);
   char path[64];
-  snprintf(path, sizeof path, "%s/tuning.json", f.dir);
+  snprintf(path, sizeof path, "%s/cards.json", f.dir);
   const bool remembered = access(path, R_OK) == 0;
   fresh_cache_drop(&f);
   cr_assert_eq(rc, 0, "not verified: %s", c.n ? c.lines[c.n - 1].check : "no line");
@@ -710,14 +710,11 @@ static bml_devices *tuning_fixture(char *dir, size_t *index) {
   return card_under_test(index);
 }
 
-/* Removes the cache, its lock and dir. */
+/* Removes the cache (its file, lock and program binaries) and dir. */
 static void tuning_cleanup(const char *dir) {
-  char path[256];
-  snprintf(path, sizeof path, "%s/tuning.json", dir);
-  remove(path);
-  snprintf(path, sizeof path, "%s/tuning.json.lock", dir);
-  remove(path);
-  rmdir(dir);
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  cr_expect_eq(system(cmd), 0);
 }
 
 Test(oracle, tunables_are_measured_once_and_remembered) {
@@ -731,7 +728,7 @@ Test(oracle, tunables_are_measured_once_and_remembered) {
   cr_assert_eq(verify(l, i, &c, 1), 0);
   cr_expect(strstr(logged, "tuned \"") != NULL, "no measurement the first time: %s", logged);
   char path[256];
-  snprintf(path, sizeof path, "%s/tuning.json", dir);
+  snprintf(path, sizeof path, "%s/cards.json", dir);
   FILE *f = fopen(path, "r");
   cr_assert_not_null(f, "no tuning cache written at %s", path);
   char text[4096] = "";
@@ -762,20 +759,20 @@ Test(oracle, tunables_are_measured_once_and_remembered) {
 /* Writes text as the tuning cache in dir. */
 static void write_cache(const char *dir, const char *text) {
   char path[256];
-  snprintf(path, sizeof path, "%s/tuning.json", dir);
+  snprintf(path, sizeof path, "%s/cards.json", dir);
   FILE *f = fopen(path, "w");
   cr_assert_not_null(f);
   fputs(text, f);
   fclose(f);
 }
 
-/* A cache file of layout `schema` with one entry for the card under test
- * (l's device i): its shapes are `fields`. */
-static void cache_entry(char *buf, size_t len, int schema, const bml_devices *l, size_t i, const char *fields) {
+/* A cache file with one tuning entry of layout `layout` for the card under
+ * test (l's device i): its shapes are `fields`. */
+static void cache_entry(char *buf, size_t len, int layout, const bml_devices *l, size_t i, const char *fields) {
   snprintf(buf, len,
-           "{\"schema\": %d, \"entries\": [{\"device\": \"%s\", \"driver\": \"%s\", \"bankml_cl_version\": \"%s\", "
-           "%s}]}",
-           schema, bml_devices_get(l, i)->name, l->dev[i].cl.driver_version, bml_version_string(), fields);
+           "{\"schema\": 1, \"entries\": [{\"kind\": \"tuning\", \"key\": {\"layout\": %d, \"device\": \"%s\", "
+           "\"driver\": \"%s\", \"bankml_cl_version\": \"%s\"}, %s}]}",
+           layout, bml_devices_get(l, i)->name, l->dev[i].cl.driver_version, bml_version_string(), fields);
 }
 
 /* A cache of another layout, odd JSON, or tunables no measurement gives (a
@@ -802,7 +799,7 @@ Test(oracle, a_cache_this_version_did_not_write_is_measured_again_and_replaced) 
               "\"lrows\": 32, \"lrrows\": 32, \"lrrpt\": 4, \"lrlpt\": 1, \"lr_from_rows\": 16384");
   /* layout 2's shapes were checked against the native build alone */
   cache_entry(layout2, sizeof layout2, 2, l, i, "\"lrows\": 32, \"lrrows\": 32, \"lrrpt\": 4, \"lr_from_rows\": 16384");
-  const char *caches[] = {"{\"schema\": 1, \"entries\": []}", "{\"schema\": 6, \"entries\": {}}", "[1, 2]", edited,
+  const char *caches[] = {"{\"schema\": 2, \"entries\": []}", "{\"schema\": 1, \"entries\": {}}", "[1, 2]", edited,
                           lanes, layout5, layout4, layout3, layout2};
   bml__oracle_hooks h = {.quick = true};
   bml__oracle_set_hooks(&h);
@@ -1236,7 +1233,7 @@ Test(oracle, a_cache_that_cannot_be_written_says_why) {
   static collected c;
   cr_expect_eq(verify(l, i, &c, 1), 0);
   bml_log_set_sink(NULL, NULL);
-  cr_expect(strstr(logged, "cannot write the tuning cache") && strstr(logged, "(Not a directory)"), "%s", logged);
+  cr_expect(strstr(logged, "cannot write the cache ") && strstr(logged, "(Not a directory)"), "%s", logged);
   remove(file);
   tuning_cleanup(dir);
   bml_devices_free(l);

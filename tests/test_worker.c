@@ -27,6 +27,7 @@ static void setup(void) {
   unsetenv("BANKML_GPU");
   unsetenv("BANKML_GPU_SHARE");
   unsetenv("BANKML_GPU_LIMIT");
+  unsetenv("BANKML_VERIFY");
   setenv("BANKML_GPU_SOFTWARE", "1", 1);
   bml__oracle_hooks h = {.quick = true}; /* the full oracle has its own tests */
   bml__oracle_set_hooks(&h);
@@ -1468,10 +1469,12 @@ Test(worker, a_batch_spread_over_three_and_eight_queues_gives_the_cpu_bits) {
 
 /* The open runs a small model's batch through the worker's own batched
  * path (a launch per group, copies in by prefixes) with each batched
- * kernel, and says so under BANKML_DEBUG=worker. */
+ * kernel, and says so under BANKML_DEBUG=worker (every time under
+ * BANKML_VERIFY=always: else a remembered check is not run again). */
 static void setup_debug(void) {
   setenv("BANKML_DEBUG", "worker", 1); /* read once, at the pool's open */
   setup();
+  setenv("BANKML_VERIFY", "always", 1);
 }
 
 TestSuite(worker_debug, .init = setup_debug, .fini = teardown, .timeout = 300);

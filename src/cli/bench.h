@@ -93,6 +93,8 @@ struct bench_report {
   int threads_available;
   double card_read_gbps; /* the card's read bandwidth, measured by the bench; 0: not measured */
   uint64_t card_memory;  /* the card's global memory (the worker's status); 0: no card mode ran */
+  double open_seconds;   /* the first worker's bml_worker_open (the status's open.seconds); 0: none */
+  char open_verdict[16]; /* its verdict: "verified" (the oracle ran) or "remembered" (the cache's) */
   long runs, warmup;
   time_t started;
   struct bench_row *rows;

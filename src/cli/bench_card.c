@@ -71,6 +71,11 @@ void bench_note_device(struct bench_report *rep, bml_worker *w, bool card_alone)
     if (name) bench_set_device(rep, name);
     const json_int_t mem = json_integer_value(json_object_get(j, "card_memory_bytes"));
     if (mem > 0) rep->card_memory = (uint64_t)mem;
+    /* how long the open took, and whether its verdict was the cache's */
+    json_t *open = json_object_get(j, "open");
+    const char *verdict = json_string_value(json_object_get(open, "verdict"));
+    rep->open_seconds = json_number_value(json_object_get(open, "seconds"));
+    snprintf(rep->open_verdict, sizeof rep->open_verdict, "%s", verdict ? verdict : "");
     json_decref(j);
     free(status);
   }

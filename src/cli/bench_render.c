@@ -78,6 +78,8 @@ static void text_header(const struct bench_report *rep, FILE *f) {
           bml_version_string(), rep->modes, date, rep->cpu_path, rep->threads_available, rep->runs,
           rep->warmup, flushed ? ", caches flushed by " : "", flushed ? rep->flush : "");
   if (rep->device[0]) fprintf(f, "device: %s\n", CLI_PRINTABLE(rep->device));
+  if (rep->open_verdict[0])
+    fprintf(f, "worker opened in %.3f s (verdict %s)\n", rep->open_seconds, rep->open_verdict);
   if (rep->card_read_gbps > 0)
     fprintf(f, "card read bandwidth, measured by a streaming kernel: %.1f GB/s\n", rep->card_read_gbps);
 }
@@ -273,9 +275,11 @@ static json_t *json_report(const struct bench_report *rep) {
   json_t *device = rep->device[0] ? json_string(rep->device) : json_null();
   json_t *read = rep->card_read_gbps > 0 ? json_real(rep->card_read_gbps) : json_null();
   json_t *memory = rep->card_memory > 0 ? json_integer((json_int_t)rep->card_memory) : json_null();
-  return json_pack("{s:i, s:s, s:s, s:s, s:o, s:o, s:o, s:s, s:s, s:i, s:I, s:I, s:o}", "schema", 1,
+  json_t *open = rep->open_verdict[0] ? json_pack("{s:f, s:s}", "seconds", rep->open_seconds, "verdict", rep->open_verdict)
+                                      : json_null();
+  return json_pack("{s:i, s:s, s:s, s:s, s:o, s:o, s:o, s:o, s:s, s:s, s:i, s:I, s:I, s:o}", "schema", 1,
                    "bankml_cl_version", bml_version_string(), "date", date, "mode", rep->modes,
-                   "device", device, "card_read_gbps", read, "card_memory_bytes", memory, "cpu_path",
+                   "device", device, "card_read_gbps", read, "card_memory_bytes", memory, "worker_open", open, "cpu_path",
                    rep->cpu_path, "cache_flush", rep->flush, "threads_available", rep->threads_available, "runs",
                    (json_int_t)rep->runs, "warmup", (json_int_t)rep->warmup, "results", results);
 }
