@@ -185,3 +185,9 @@ void bml__env_cache_dirs(const char **bankml, const char **xdg, const char **hom
   *xdg = env_value("XDG_CACHE_HOME");
   *home = env_value("HOME");
 }
+
+void bml__env_icd(const char **vendors, const char **vendor_path, const char **filenames) {
+  *vendors = env_value("OCL_ICD_VENDORS");
+  *vendor_path = env_value("OPENCL_VENDOR_PATH");
+  *filenames = env_value("OCL_ICD_FILENAMES");
+}

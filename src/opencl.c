@@ -259,6 +259,9 @@ static int enumerate_platform(cl_platform_id p, bml__device **devs, size_t *len,
 int bml__cl_enumerate(bml__device **devs, size_t *len, bml__notes *notes) {
   cl_uint n = 0;
   char e[64];
+  const bml__cl_loader *loader = bml__cl_loader_state();
+  bml__icd_loader_notes(loader, notes);
+  if (!loader->loaded) return 0; /* the note says what to install; the CPU does everything */
   if (bml__opencl_forked()) { /* the driver's state is the parent's (fork.c): not a call to it */
     bml__notes_add(notes, "this process is a child of fork() of one that used OpenCL: the driver cannot be used "
                           "here, and no device is listed");
@@ -267,8 +270,7 @@ int bml__cl_enumerate(bml__device **devs, size_t *len, bml__notes *notes) {
   bml__opencl_used(); /* a child of a later fork() leaves the driver alone (fork.c) */
   cl_int err = clGetPlatformIDs(0, NULL, &n);
   if (err == CL_PLATFORM_NOT_FOUND_KHR || (err == CL_SUCCESS && n == 0)) {
-    bml__notes_add(notes, "no OpenCL platform: the ICD loader found no driver (it reads the .icd "
-                          "files in /etc/OpenCL/vendors, or those OCL_ICD_VENDORS names)");
+    bml__icd_driver_notes(0, notes); /* what is missing, and what to install */
     return 0;
   }
   if (err != CL_SUCCESS) {
@@ -284,5 +286,13 @@ int bml__cl_enumerate(bml__device **devs, size_t *len, bml__notes *notes) {
   for (cl_uint i = 0; err == CL_SUCCESS && rc == 0 && i < n; i++)
     rc = enumerate_platform(ps[i], devs, len, notes);
   free(ps);
+  bml__icd_driver_notes(n, notes); /* a driver registered beside these that cannot be loaded */
   return rc;
+}
+
+void bml__cl_loader_describe(bml__loader_report *r) {
+  memset(r, 0, sizeof *r);
+  r->state = bml__cl_loader_state();
+  if (r->state->loaded && !bml__opencl_forked())
+    r->answered = bml__cl_loader_info(r->name, r->vendor, r->version, r->opencl_version, sizeof r->name);
 }

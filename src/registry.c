@@ -438,6 +438,7 @@ int bml_devices_discover(const bml_discover_options *opt, bml_devices **out) {
   const char *root = NULL;
   int rc = read_settings(o, l, &choice, &root);
   if (rc == 0) rc = bml__cl_enumerate(&l->dev, &l->len, &l->notes);
+  if (rc == 0) bml__cl_loader_describe(&l->loader);
   if (rc == 0) rc = dedupe(l, false);
   if (rc == 0) {
     bml__sysfs fs;

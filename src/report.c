@@ -149,6 +149,21 @@ static json_t *device_json(const bml__device *d) {
   return o;
 }
 
+/* The ICD loader: the library opened, or why it could not be; what it
+ * says of itself (cl_icdl), and the entry points it lacks. */
+static json_t *loader_json(const bml__loader_report *r) {
+  const bml__cl_loader *s = r->state;
+  if (!s) return json_null();
+  json_t *missing = json_array();
+  for (size_t i = 0; i < s->nmissing; i++) json_array_append_new(missing, json_string(s->missing[i]));
+  const bool a = r->answered;
+  return json_pack("{s:s, s:b, s:o, s:o, s:o, s:o, s:o, s:o}", "library", s->library, "loaded", s->loaded, "error",
+                   str_or_null(s->error), "name", a ? str_or_null(r->name) : json_null(), "vendor",
+                   a ? str_or_null(r->vendor) : json_null(), "version", a ? str_or_null(r->version) : json_null(),
+                   "opencl_version", a ? str_or_null(r->opencl_version) : json_null(), "missing_entry_points",
+                   missing);
+}
+
 /* Which work goes where: Q1_0 products on the first selected card that has
  * not failed verification, once it reproduces the CPU's bits (the rest of
  * the rows, and all of them otherwise, on the CPU); everything else on the
@@ -177,9 +192,10 @@ static json_t *listing_json(const struct bml_devices *l) {
     if (l->dev[i].pub.selected) json_array_append_new(selected, json_integer((json_int_t)i));
   }
   for (size_t i = 0; i < l->notes.len; i++) json_array_append_new(notes, text(l->notes.items[i]));
-  return json_pack("{s:i, s:s, s:o, s:o, s:o, s:o, s:b}", "schema", BML_DEVICES_SCHEMA,
+  return json_pack("{s:i, s:s, s:o, s:o, s:o, s:o, s:b, s:o}", "schema", BML_DEVICES_SCHEMA,
                    "bankml_cl_version", bml_version_string(), "devices", devices, "selected", selected,
-                   "notes", notes, "kernels", kernels_json(l), "software_allowed", l->software_allowed);
+                   "notes", notes, "kernels", kernels_json(l), "software_allowed", l->software_allowed,
+                   "icd_loader", loader_json(&l->loader));
 }
 
 char *bml__json_text(const json_t *j, size_t flags) {

@@ -3,85 +3,13 @@
 
 #include <fcntl.h>
 #include <jansson.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "bankml-cl.h"
-
-extern char **environ;
-
-/* What one run of the command left: its exit status and both outputs. */
-struct run {
-  int status; /* the exit status, or 128 + the signal that ended it */
-  char *out, *err;
-};
-
-static char *slurp(int fd) {
-  off_t size = lseek(fd, 0, SEEK_END);
-  cr_assert(size >= 0);
-  char *buf = malloc((size_t)size + 1);
-  cr_assert_not_null(buf);
-  cr_assert_eq(pread(fd, buf, (size_t)size, 0), size);
-  buf[size] = '\0';
-  return buf;
-}
-
-static int temp_file(void) {
-  char name[] = "/tmp/bankml-cl-test-XXXXXX";
-  int fd = mkstemp(name);
-  cr_assert(fd >= 0, "mkstemp failed");
-  unlink(name);
-  return fd;
-}
-
-/* Runs the built command (a libtool wrapper script in the build tree) with
- * the NULL-terminated args, stdout and stderr captured in files so neither
- * pipe can fill up and stall it. */
-static struct run run_cli_to(const char *const *args, const char *out_path);
-
-static struct run run_cli(const char *const *args) { return run_cli_to(args, NULL); }
-
-/* As run_cli, stdout to out_path (NULL: captured). */
-static struct run run_cli_to(const char *const *args, const char *out_path) {
-  const char *top = getenv("BANKML_TOP_BUILDDIR");
-  cr_assert_not_null(top, "BANKML_TOP_BUILDDIR is not set (run through make check)");
-  char path[4096];
-  snprintf(path, sizeof path, "%s/src/bankml-cl", top);
-  char *argv[32] = {path};
-  size_t argc = 1;
-  for (; args[argc - 1]; argc++) {
-    cr_assert(argc < 31);
-    argv[argc] = (char *)args[argc - 1];
-  }
-  argv[argc] = NULL;
-  int out = out_path ? open(out_path, O_WRONLY | O_CLOEXEC) : temp_file(), err = temp_file();
-  cr_assert(out >= 0, "cannot open %s", out_path);
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_adddup2(&fa, out, STDOUT_FILENO);
-  posix_spawn_file_actions_adddup2(&fa, err, STDERR_FILENO);
-  pid_t pid;
-  cr_assert_eq(posix_spawn(&pid, path, &fa, NULL, argv, environ), 0, "cannot run %s", path);
-  posix_spawn_file_actions_destroy(&fa);
-  int ws;
-  cr_assert_eq(waitpid(pid, &ws, 0), pid);
-  struct run r = {WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + WTERMSIG(ws), out_path ? strdup("") : slurp(out),
-                  slurp(err)};
-  close(out);
-  close(err);
-  return r;
-}
-
-static void run_free(struct run *r) {
-  free(r->out);
-  free(r->err);
-}
-
-#define RUN(...) run_cli((const char *const[]){__VA_ARGS__, NULL})
+#include "runcli.h"
 
 /* Misuse: exit 2, nothing on stdout, and stderr names what was wrong. */
 static void expect_usage_error(struct run r, const char *named) {
