@@ -12,7 +12,8 @@ typedef struct {
   cl_platform_id platform;
   cl_device_id id;
   char *platform_name, *platform_vendor, *platform_version;
-  char *name, *vendor, *version, *c_version, *driver_version, *extensions;
+  char *name, *vendor, *version, *c_version, *driver_version, *extensions, *profile;
+  char *il_version;            /* CL_DEVICE_IL_VERSION(_KHR); NULL where the device does not say */
   cl_device_type type;
   cl_uint vendor_id, compute_units, clock_mhz;
   cl_ulong global_mem, max_alloc, local_mem;
@@ -20,6 +21,9 @@ typedef struct {
   cl_bool host_unified, available, compiler_available;
   cl_device_fp_config fp32;
   cl_uint nv_cc_major; /* NVIDIA's compute capability (cl_nv_device_attribute_query); 0: not said */
+  size_t sub_group_sizes[16]; /* the sub-group (warp, wavefront) sizes the device says, if any */
+  size_t nsub_group_sizes;
+  const char *sub_group_source; /* the query that said them, or NULL */
   bool has_uuid;
   uint8_t uuid[16];
   bml__pci_addr pci;      /* from the first topology query that answered */
