@@ -77,6 +77,37 @@ Test(cli, help_lists_bench_and_exits_0) {
   run_free(&r);
 }
 
+/* Every exit status, 4 (a card that failed verification) included, is in
+ * --help and in the man page's EXIT STATUS, once each. */
+Test(cli, help_and_the_man_page_give_every_exit_status) {
+  struct run r = RUN("--help");
+  cr_assert_eq(r.status, 0, "stderr: %s", r.err);
+  cr_expect(strstr(r.out, "Exit status: 0 done") && strstr(r.out, "; 2 bad usage") && strstr(r.out, "; 3 could not run") &&
+                strstr(r.out, "4 devices --verify: a selected card failed verification"),
+            "%s", r.out);
+  run_free(&r);
+  r = RUN("devices", "--help");
+  cr_expect(strstr(r.out, "; 4 a\nselected card failed verification") != NULL, "%s", r.out);
+  run_free(&r);
+  const char *src = getenv("BANKML_TOP_SRCDIR");
+  cr_assert_not_null(src);
+  char path[4096];
+  snprintf(path, sizeof path, "%s/doc/bankml-cl.1", src);
+  int fd = open(path, O_RDONLY);
+  cr_assert(fd >= 0, "cannot open %s", path);
+  char *man = slurp(fd);
+  close(fd);
+  const char *section = strstr(man, "\n.SH EXIT STATUS\n"), *end = section ? strstr(section + 1, "\n.SH ") : NULL;
+  cr_assert(section && end, "no EXIT STATUS section");
+  for (int status = 0; status <= 4; status++) {
+    char entry[16];
+    snprintf(entry, sizeof entry, ".TP\n.B %d\n", status);
+    const char *at = strstr(section, entry);
+    cr_expect(at && at < end, "EXIT STATUS does not give %d", status);
+  }
+  free(man);
+}
+
 Test(cli, help_command_prints_the_same_help) {
   struct run a = RUN("--help"), b = RUN("help");
   cr_expect_eq(b.status, 0);
@@ -549,11 +580,12 @@ Test(cli, devices_verify_with_no_card_selected_says_so_and_exits_0) {
   run_free(&r);
 }
 
-Test(cli, devices_verify_refuses_a_card_that_fails_and_exits_2) {
+/* A card that fails is its own status, 4: not misuse (2), which ran nothing. */
+Test(cli, devices_verify_refuses_a_card_that_fails_and_exits_4) {
   use_fake_devices("mixed", "mixed");
   setenv("BANKML_GPU", "0", 1);
   struct run r = RUN("devices", "--verify");
-  cr_expect_eq(r.status, 2, "stdout: %s stderr: %s", r.out, r.err);
+  cr_expect_eq(r.status, 4, "stdout: %s stderr: %s", r.out, r.err);
   cr_expect(strstr(r.out, "0 gfx1030: NOT VERIFIED \u2014 open: clCreateContext: CL_DEVICE_NOT_AVAILABLE (-2); "
                           "bankml-cl will not use this card\n") != NULL, "%s", r.out);
   cr_expect(strstr(r.out, "0 gfx1030: NOT VERIFIED (the open check could not run); bankml-cl will not use this card\n") !=
@@ -613,7 +645,7 @@ Test(cli, devices_verify_refuses_when_the_named_golden_cases_cannot_be_read) {
     run_free(&r);
     cr_skip_test("no PoCL device here (apt-get install pocl-opencl-icd)");
   }
-  cr_expect_eq(r.status, 2, "stdout: %s stderr: %s", r.out, r.err);
+  cr_expect_eq(r.status, 4, "stdout: %s stderr: %s", r.out, r.err);
   cr_expect(strstr(r.out, "NOT VERIFIED \u2014 ggml's golden cases cannot be read: cannot open ") != NULL, "%s", r.out);
   cr_expect(strstr(r.out, "BANKML_GOLDEN_DIR") == NULL, "the hint is for the default directory: %s", r.out);
   cr_expect(strstr(r.out, "verified: every check bit-exact") == NULL, "%s", r.out);

@@ -138,7 +138,8 @@ static void usage(FILE *f) {
           "\n"
           "Exit status: 0 every check passed, 1 a result not bit-exact (or a baseline's\n"
           "outside its bound), 2 bad usage, 3 could not run (also: --clblast with no\n"
-          "usable device, or in a build without CLBlast).  See bankml-cl(1).\n",
+          "usable device, or without CLBlast: not built in, or not installed).  See\n"
+          "bankml-cl(1).\n",
           DEFAULT_RUNS, DEFAULT_WARMUP, QUICK_RUNS, QUICK_WARMUP);
 }
 

@@ -44,8 +44,8 @@ static void usage(FILE *f) {
           "devices (PoCL, llvmpipe) be used, for tests and CI only.\n"
           "\n"
           "Exit status: 0 listed, or every selected card verified (also when there is\n"
-          "no usable card); 2 bad usage, a bad BANKML_GPU, or a selected card failed\n"
-          "verification; 3 could not run.  See bankml-cl(1).\n");
+          "no usable card); 2 bad usage or a bad BANKML_GPU; 3 could not run; 4 a\n"
+          "selected card failed verification (it is not used).  See bankml-cl(1).\n");
 }
 
 static int parse_args(int argc, char **argv, struct devices_args *a) {
@@ -228,9 +228,9 @@ static int verify_selected(bml_devices *list, const char *golden) {
       else
         snprintf(why, sizeof why, "%s", bml_strerror(rc));
       printf("%zu %s: NOT VERIFIED (%s); bankml-cl will not use this card\n", i, CLI_PRINTABLE(d->name), why);
-      /* bankml-cl(1), EXIT STATUS: 2 when a selected card fails; out of memory is
+      /* bankml-cl(1), EXIT STATUS: 4 when a selected card fails; out of memory is
        * the command's own failure (3), whatever another card did */
-      if (status != CLI_EXIT_ERROR) status = rc == BML_ENOMEM ? CLI_EXIT_ERROR : CLI_EXIT_USAGE;
+      if (status != CLI_EXIT_ERROR) status = rc == BML_ENOMEM ? CLI_EXIT_ERROR : CLI_EXIT_UNVERIFIED;
     }
   }
   size_t usable = 0;
