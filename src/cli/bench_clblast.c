@@ -16,6 +16,7 @@
 #include "bankml-cl.h"
 #include "bench.h"
 #include "cli.h"
+#include "progress.h"
 
 const char bench_clblast_help[] = "CLBlast's SGEMV and HGEMV on a device: the baseline (below)";
 
@@ -694,6 +695,7 @@ static int bench_shape(const struct session *s, const struct bench_shape *shape,
   for (size_t i = 0; any && rc == 0 && i < NP; i++) {
     const struct precision *p = &precisions[i];
     if (!run[i]) continue;
+    progress_step("%s %zux%zu", p->mode, o.rows, o.n);
     bench_progress(s->cfg, "%zux%zu, %s: dequantizing and uploading %.1f MB", o.rows, o.n, p->mode,
                    (double)o.rows * (double)o.n * (double)p->size / 1e6);
     rc = bench_precision(s, &o, p, rep);
