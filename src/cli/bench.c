@@ -398,6 +398,7 @@ static int run_modes(const struct bench_args *args) {
 int cmd_bench(int argc, char **argv) {
   struct bench_args args = {.cfg = {.runs = -1, .warmup = -1}};
   int max_threads = 0;
+  progress_init(); /* before the library and its drivers start threads */
   const bool help = cli_asks_help(argc, argv); /* before the other options' errors */
   int status = help ? 0 : parse_args(argc, argv, &args);
   if (status == 0 && (help || args.help)) {

@@ -352,6 +352,7 @@ int cmd_devices(int argc, char **argv) {
     return CLI_EXIT_OK;
   }
   bml_devices *list = NULL;
+  if (a.verify) progress_init(); /* before the library and its drivers start threads */
   int rc = bml_devices_discover(NULL, &list);
   if (rc == BML_EENV) return CLI_EXIT_USAGE; /* the library has named the variable */
   if (rc != 0) {

@@ -124,9 +124,18 @@ static void *tick(void *arg) {
 
 /* ---- the calls ----------------------------------------------------------------- */
 
-bool progress_start(const char *title, size_t total, const char *unit) {
+/* Whether stderr is a terminal that takes the line's controls. */
+static bool terminal(void) {
   const char *term = getenv("TERM");
-  if (P.active || !isatty(STDERR_FILENO) || (term && strcmp(term, "dumb") == 0) || !wrap_stderr()) return false;
+  return isatty(STDERR_FILENO) && !(term && strcmp(term, "dumb") == 0);
+}
+
+void progress_init(void) {
+  if (terminal()) wrap_stderr();
+}
+
+bool progress_start(const char *title, size_t total, const char *unit) {
+  if (P.active || !terminal() || !wrap_stderr()) return false;
   pthread_mutex_lock(&P.lock);
   snprintf(P.title, sizeof P.title, "%s", title);
   snprintf(P.unit, sizeof P.unit, "%s", unit);

@@ -12,8 +12,14 @@
  * process writes to stderr (its messages, the library's log) goes above
  * the line: stderr is replaced by a stream that takes the line down before
  * each write and puts it back after each whole line.  Returns whether the
- * display is on.  Call it before the threads that may log are started. */
+ * display is on.  progress_init comes first. */
 bool progress_start(const char *title, size_t total, const char *unit);
+
+/* Replaces stderr (see progress_start) where it is a terminal, and
+ * nothing else: a command calls it first, before the library starts
+ * threads (a driver's) that might write to stderr while it is replaced.
+ * Cannot fail (without the replacement there is no display). */
+void progress_init(void);
 
 /* What is being done now (printf's format; quote a driver's strings with
  * CLI_PRINTABLE); redraws, and ends a progress_hold.  Cannot fail. */
