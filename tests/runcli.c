@@ -26,6 +26,18 @@ char *slurp(int fd) {
   return buf;
 }
 
+char *read_source(const char *rel) {
+  const char *src = getenv("BANKML_TOP_SRCDIR");
+  cr_assert_not_null(src, "BANKML_TOP_SRCDIR is not set (run through make check)");
+  char path[4096];
+  snprintf(path, sizeof path, "%s/%s", src, rel);
+  int fd = open(path, O_RDONLY);
+  cr_assert(fd >= 0, "cannot open %s", path);
+  char *text = slurp(fd);
+  close(fd);
+  return text;
+}
+
 static int temp_file(void) {
   char name[] = "/tmp/bankml-cl-test-XXXXXX";
   int fd = mkstemp(name);

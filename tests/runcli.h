@@ -11,6 +11,10 @@ struct run {
 /* The whole of the file open on fd, as a string (malloc'd). */
 char *slurp(int fd);
 
+/* The whole of a file of the source tree ($BANKML_TOP_SRCDIR/rel), as a
+ * string (malloc'd). */
+char *read_source(const char *rel);
+
 /* Runs the built command (a libtool wrapper script in the build tree) with
  * the NULL-terminated args, stdout and stderr captured in files so neither
  * pipe can fill up and stall it; stdout to out_path instead when it is not

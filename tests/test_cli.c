@@ -89,14 +89,7 @@ Test(cli, help_and_the_man_page_give_every_exit_status) {
   r = RUN("devices", "--help");
   cr_expect(strstr(r.out, "; 4 a\nselected card failed verification") != NULL, "%s", r.out);
   run_free(&r);
-  const char *src = getenv("BANKML_TOP_SRCDIR");
-  cr_assert_not_null(src);
-  char path[4096];
-  snprintf(path, sizeof path, "%s/doc/bankml-cl.1", src);
-  int fd = open(path, O_RDONLY);
-  cr_assert(fd >= 0, "cannot open %s", path);
-  char *man = slurp(fd);
-  close(fd);
+  char *man = read_source("doc/bankml-cl.1");
   const char *section = strstr(man, "\n.SH EXIT STATUS\n"), *end = section ? strstr(section + 1, "\n.SH ") : NULL;
   cr_assert(section && end, "no EXIT STATUS section");
   for (int status = 0; status <= 4; status++) {
@@ -508,14 +501,7 @@ static long control_at(const char *s) {
 /* mixed.conf with the first card's name and its platform's replaced (every
  * registration of them), as a temporary file; *path gets its name. */
 static void write_named_conf(const char *name, const char *platform, char *path, size_t len) {
-  const char *src = getenv("BANKML_TOP_SRCDIR");
-  cr_assert_not_null(src);
-  char conf[4096];
-  snprintf(conf, sizeof conf, "%s/tests/fakeicd/mixed.conf", src);
-  int in = open(conf, O_RDONLY);
-  cr_assert(in >= 0, "cannot open %s", conf);
-  char *text = slurp(in);
-  close(in);
+  char *text = read_source("tests/fakeicd/mixed.conf");
   snprintf(path, len, "/tmp/bankml-cl-conf-XXXXXX");
   int fd = mkstemp(path);
   cr_assert(fd >= 0);
