@@ -64,6 +64,10 @@ int bml__env_verify(bool *always);    /* BANKML_VERIFY: always (true) or cached 
 /* BANKML_CACHE_DIR, XDG_CACHE_HOME, HOME (each NULL when unset): where the
  * tuning cache goes.  Cannot fail. */
 void bml__env_cache_dirs(const char **bankml, const char **xdg, const char **home);    /* BANKML_PCI_IDS: the pci.ids libpci names devices from */ /* BANKML_GOLDEN_DIR: ggml's golden vectors */
+/* OCL_ICD_VENDORS, OPENCL_VENDOR_PATH, OCL_ICD_FILENAMES (each NULL when
+ * unset): where the ICD loader finds the drivers, read again to say which
+ * of them cannot be loaded (icd.c).  Cannot fail. */
+void bml__env_icd(const char **vendors, const char **vendor_path, const char **filenames);
 /* Strict parsers, shared with the command's option parsing. */
 int bml__parse_long(const char *s, long lo, long hi, long *out);
 int bml__parse_double(const char *s, double lo, double hi, double *out);

@@ -1,15 +1,10 @@
-/* clinc.h -- the one place the OpenCL headers are included, with the API level bankml-cl targets. */
+/* clinc.h -- OpenCL for the library's files: the headers and the loader's table (clload.h), vendor constants, the checking macro. */
 #ifndef BML_CLINC_H
 #define BML_CLINC_H
 
-/* OpenCL 1.2 is the floor (ARM boards, older drivers): newer entry points
- * are never called, and clCreateCommandQueue is used on purpose. */
-#ifndef CL_TARGET_OPENCL_VERSION
-#define CL_TARGET_OPENCL_VERSION 120
-#endif
-#define CL_USE_DEPRECATED_OPENCL_1_2_APIS
-#include <CL/cl.h>
-#include <CL/cl_ext.h>
+/* The OpenCL headers, at the API level bankml-cl targets, and every entry
+ * point sent through the table of the loader opened at run time. */
+#include "clload.h"
 
 /* NVIDIA's PCI queries (cl_nv_device_attribute_query); Debian's headers
  * stop at 0x4006, so they are defined here. */

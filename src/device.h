@@ -12,7 +12,8 @@ typedef struct {
   cl_platform_id platform;
   cl_device_id id;
   char *platform_name, *platform_vendor, *platform_version;
-  char *name, *vendor, *version, *c_version, *driver_version, *extensions;
+  char *name, *vendor, *version, *c_version, *driver_version, *extensions, *profile;
+  char *il_version;            /* CL_DEVICE_IL_VERSION(_KHR); NULL where the device does not say */
   cl_device_type type;
   cl_uint vendor_id, compute_units, clock_mhz;
   cl_ulong global_mem, max_alloc, local_mem;
@@ -20,6 +21,9 @@ typedef struct {
   cl_bool host_unified, available, compiler_available;
   cl_device_fp_config fp32;
   cl_uint nv_cc_major; /* NVIDIA's compute capability (cl_nv_device_attribute_query); 0: not said */
+  size_t sub_group_sizes[16]; /* the sub-group (warp, wavefront) sizes the device says, if any */
+  size_t nsub_group_sizes;
+  const char *sub_group_source; /* the query that said them, or NULL */
   bool has_uuid;
   uint8_t uuid[16];
   bml__pci_addr pci;      /* from the first topology query that answered */
@@ -45,10 +49,18 @@ typedef struct {
   bml_device pub;             /* the public view, filled last */
 } bml__device;
 
+/* The ICD loader, as the listing reports it (report.c: icd_loader). */
+typedef struct {
+  const bml__cl_loader *state; /* opened or not, and the entry points it lacks */
+  bool answered;               /* it answered clGetICDLoaderInfoOCLICD */
+  char name[128], vendor[128], version[128], opencl_version[128];
+} bml__loader_report;
+
 struct bml_devices {
   bml__device *dev;
   size_t len;
   bml__notes notes;
+  bml__loader_report loader;
   bool software_allowed;
   char gpu_setting[128];  /* BANKML_GPU as given ("" unset) */
   const char *gpu_source; /* where it came from: "BANKML_GPU" or the discovery's option */
@@ -62,10 +74,22 @@ struct bml_devices {
 int bml__cl_enumerate(bml__device **devs, size_t *len, bml__notes *notes);
 /* Frees the strings of one record.  NULL-safe. */
 void bml__cl_info_free(bml__cl_info *ci);
+/* The loader's state and its own description (not asked in a child of
+ * fork() of a process that used OpenCL).  Cannot fail. */
+void bml__cl_loader_describe(bml__loader_report *r);
 /* True when the space-separated extension list has ext. */
 bool bml__cl_has_extension(const char *extensions, const char *ext);
 /* "CL_DEVICE_NOT_FOUND (-1)" into buf. */
 const char *bml__cl_error_string(cl_int err, char *buf, size_t len);
+
+/* ---- icd.c: what the loader could not give, and what to install --------- */
+/* The note for no loader at all (what is missing, and the packages for
+ * each vendor family), or for entry points it lacks.  Cannot fail. */
+void bml__icd_loader_notes(const bml__cl_loader *ld, bml__notes *notes);
+/* A note for each .icd file (or OCL_ICD_FILENAMES library) whose library
+ * cannot be loaded, with dlerror()'s words; with no platform found, one
+ * more that says what is missing and what to install.  Cannot fail. */
+void bml__icd_driver_notes(cl_uint platforms, bml__notes *notes);
 
 /* ---- registry.c: cross-check, classify, dedupe, order, select ------------ */
 /* The selection BANKML_GPU asks for. */

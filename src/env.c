@@ -197,3 +197,9 @@ int bml__env_verify(bool *always) {
              "every open) or cached (a remembered verdict, confirmed by a spot check on the card)", v);
   return BML_EENV;
 }
+
+void bml__env_icd(const char **vendors, const char **vendor_path, const char **filenames) {
+  *vendors = env_value("OCL_ICD_VENDORS");
+  *vendor_path = env_value("OPENCL_VENDOR_PATH");
+  *filenames = env_value("OCL_ICD_FILENAMES");
+}

@@ -88,6 +88,7 @@ static const struct {
     {"CL_DEVICE_OPENCL_C_VERSION", CL_DEVICE_OPENCL_C_VERSION, offsetof(bml__cl_info, c_version)},
     {"CL_DRIVER_VERSION", CL_DRIVER_VERSION, offsetof(bml__cl_info, driver_version)},
     {"CL_DEVICE_EXTENSIONS", CL_DEVICE_EXTENSIONS, offsetof(bml__cl_info, extensions)},
+    {"CL_DEVICE_PROFILE", CL_DEVICE_PROFILE, offsetof(bml__cl_info, profile)},
 };
 
 static void query_scalars(bml__cl_info *ci, const char *who, bml__notes *notes) {
@@ -186,6 +187,61 @@ static void query_nv_cc(bml__cl_info *ci) {
     ci->nv_cc_major = major;
 }
 
+/* Whether "OpenCL major.minor ..." names at least major.minor. */
+static bool version_at_least(const char *version, unsigned major, unsigned minor) {
+  unsigned a = 0, b = 0;
+  if (!version || sscanf(version, "OpenCL %u.%u", &a, &b) != 2) return false;
+  return a > major || (a == major && b >= minor);
+}
+
+/* The IL versions (SPIR-V) the device takes, where it says them: OpenCL
+ * 2.1's query, or cl_khr_il_program's (the same number).  An optional
+ * property: a device that does not answer has none, and no note. */
+static void query_il_version(bml__cl_info *ci) {
+  if (!version_at_least(ci->version, 2, 1) && !bml__cl_has_extension(ci->extensions, "cl_khr_il_program")) return;
+  size_t size = 0;
+  if (clGetDeviceInfo(ci->id, CL_DEVICE_IL_VERSION_KHR, 0, NULL, &size) != CL_SUCCESS || size < 2 ||
+      size > 4096 || !(ci->il_version = calloc(1, size + 1)))
+    return;
+  if (clGetDeviceInfo(ci->id, CL_DEVICE_IL_VERSION_KHR, size, ci->il_version, NULL) != CL_SUCCESS ||
+      !ci->il_version[0]) {
+    free(ci->il_version);
+    ci->il_version = NULL;
+  }
+}
+
+/* The sub-group sizes, from the first vendor query that answers:
+ * cl_intel_required_subgroup_size's list, NVIDIA's warp size, AMD's
+ * wavefront width.  Optional, as the IL version. */
+static void query_sub_groups(bml__cl_info *ci) {
+  size_t size = 0;
+  if (bml__cl_has_extension(ci->extensions, "cl_intel_required_subgroup_size") &&
+      clGetDeviceInfo(ci->id, CL_DEVICE_SUB_GROUP_SIZES_INTEL, 0, NULL, &size) == CL_SUCCESS && size > 0 &&
+      size % sizeof(size_t) == 0 && size <= sizeof ci->sub_group_sizes &&
+      clGetDeviceInfo(ci->id, CL_DEVICE_SUB_GROUP_SIZES_INTEL, size, ci->sub_group_sizes, NULL) == CL_SUCCESS) {
+    ci->nsub_group_sizes = size / sizeof(size_t);
+    ci->sub_group_source = "cl_intel_required_subgroup_size";
+    return;
+  }
+  static const struct {
+    const char *extension;
+    cl_device_info param;
+  } widths[] = {
+      {"cl_nv_device_attribute_query", CL_DEVICE_WARP_SIZE_NV},
+      {"cl_amd_device_attribute_query", CL_DEVICE_WAVEFRONT_WIDTH_AMD},
+  };
+  for (size_t i = 0; i < BML_ARRAY_SIZE(widths); i++) {
+    cl_uint w = 0;
+    if (bml__cl_has_extension(ci->extensions, widths[i].extension) &&
+        clGetDeviceInfo(ci->id, widths[i].param, sizeof w, &w, NULL) == CL_SUCCESS && w > 0) {
+      ci->sub_group_sizes[0] = w;
+      ci->nsub_group_sizes = 1;
+      ci->sub_group_source = widths[i].extension;
+      return;
+    }
+  }
+}
+
 static void describe_device(bml__cl_info *ci, bml__notes *notes) {
   char who[160];
   snprintf(who, sizeof who, "platform \"%s\" device %p", ci->platform_name, (void *)ci->id);
@@ -195,12 +251,15 @@ static void describe_device(bml__cl_info *ci, bml__notes *notes) {
   query_pci(ci, who, notes);
   query_uuid(ci);
   query_nv_cc(ci);
+  query_il_version(ci);
+  query_sub_groups(ci);
 }
 
 void bml__cl_info_free(bml__cl_info *ci) {
   if (!ci) return;
   char **strings[] = {&ci->platform_name, &ci->platform_vendor, &ci->platform_version, &ci->name,
-                      &ci->vendor, &ci->version, &ci->c_version, &ci->driver_version, &ci->extensions};
+                      &ci->vendor, &ci->version, &ci->c_version, &ci->driver_version, &ci->extensions,
+                      &ci->profile, &ci->il_version};
   for (size_t i = 0; i < BML_ARRAY_SIZE(strings); i++) {
     free(*strings[i]);
     *strings[i] = NULL;
@@ -259,6 +318,9 @@ static int enumerate_platform(cl_platform_id p, bml__device **devs, size_t *len,
 int bml__cl_enumerate(bml__device **devs, size_t *len, bml__notes *notes) {
   cl_uint n = 0;
   char e[64];
+  const bml__cl_loader *loader = bml__cl_loader_state();
+  bml__icd_loader_notes(loader, notes);
+  if (!loader->loaded) return 0; /* the note says what to install; the CPU does everything */
   if (bml__opencl_forked()) { /* the driver's state is the parent's (fork.c): not a call to it */
     bml__notes_add(notes, "this process is a child of fork() of one that used OpenCL: the driver cannot be used "
                           "here, and no device is listed");
@@ -267,8 +329,7 @@ int bml__cl_enumerate(bml__device **devs, size_t *len, bml__notes *notes) {
   bml__opencl_used(); /* a child of a later fork() leaves the driver alone (fork.c) */
   cl_int err = clGetPlatformIDs(0, NULL, &n);
   if (err == CL_PLATFORM_NOT_FOUND_KHR || (err == CL_SUCCESS && n == 0)) {
-    bml__notes_add(notes, "no OpenCL platform: the ICD loader found no driver (it reads the .icd "
-                          "files in /etc/OpenCL/vendors, or those OCL_ICD_VENDORS names)");
+    bml__icd_driver_notes(0, notes); /* what is missing, and what to install */
     return 0;
   }
   if (err != CL_SUCCESS) {
@@ -284,5 +345,13 @@ int bml__cl_enumerate(bml__device **devs, size_t *len, bml__notes *notes) {
   for (cl_uint i = 0; err == CL_SUCCESS && rc == 0 && i < n; i++)
     rc = enumerate_platform(ps[i], devs, len, notes);
   free(ps);
+  bml__icd_driver_notes(n, notes); /* a driver registered beside these that cannot be loaded */
   return rc;
+}
+
+void bml__cl_loader_describe(bml__loader_report *r) {
+  memset(r, 0, sizeof *r);
+  r->state = bml__cl_loader_state();
+  if (r->state->loaded && !bml__opencl_forked())
+    r->answered = bml__cl_loader_info(r->name, r->vendor, r->version, r->opencl_version, sizeof r->name);
 }

@@ -106,8 +106,7 @@ int bml__card_open_on(const bml__cl_info *ci, cl_context ctx, cl_command_queue q
   c->nvidia_build = c->nvidia_driver;
   c->nvidia_tma = c->nvidia_build && ci->nv_cc_major >= 9;
   if (c->nvidia_driver && ci->extensions && strstr(ci->extensions, "cl_nv_create_buffer"))
-    c->create_buffer_nv = (bml__create_buffer_nv_fn)clGetExtensionFunctionAddressForPlatform(ci->platform,
-                                                                                             "clCreateBufferNV");
+    c->create_buffer_nv = (bml__create_buffer_nv_fn)bml__cl_extension(ci->platform, "clCreateBufferNV");
   bml__card_set_tunables(c, 32, 32, 4, 1);
   c->lr_from = SIZE_MAX;
   cl_int rc = card_context(c, ci, ctx, queue, err, errlen);

@@ -479,6 +479,7 @@ int bml__devices_discover(const bml_discover_options *opt, const char *gpu_name,
   const char *root = NULL;
   rc = read_settings(&o, gpu_name, l, &choice, &root);
   if (rc == 0) rc = bml__cl_enumerate(&l->dev, &l->len, &l->notes);
+  if (rc == 0) bml__cl_loader_describe(&l->loader);
   if (rc == 0) rc = dedupe(l, false);
   if (rc == 0) {
     bml__sysfs fs;

@@ -63,6 +63,29 @@ static json_t *extensions_json(const char *ext) {
       bml__cl_has_extension(ext, "cl_khr_device_uuid"));
 }
 
+/* Every extension the device names (CL_DEVICE_EXTENSIONS), in its order. */
+static json_t *extension_list_json(const char *ext) {
+  json_t *a = json_array();
+  for (const char *p = ext ? ext : ""; a && *p;) {
+    size_t len = strcspn(p, " ");
+    if (len > 0) {
+      char *word = strndup(p, len);
+      if (word) json_array_append_new(a, text(word));
+      free(word);
+    }
+    p += len;
+    p += strspn(p, " ");
+  }
+  return a;
+}
+
+static json_t *sub_group_sizes_json(const bml__cl_info *ci) {
+  if (ci->nsub_group_sizes == 0) return json_null();
+  json_t *a = json_array();
+  for (size_t i = 0; i < ci->nsub_group_sizes; i++) json_array_append_new(a, json_integer((json_int_t)ci->sub_group_sizes[i]));
+  return a;
+}
+
 static json_t *uuid_json(const bml__cl_info *ci) {
   if (!ci->has_uuid) return json_null();
   char buf[40];
@@ -146,7 +169,29 @@ static json_t *device_json(const bml__device *d) {
   json_object_set_new(o, "sysfs", sysfs_json(d));
   json_object_set_new(o, "matched_by", json_string(d->matched_by ? d->matched_by : "none"));
   json_object_set_new(o, "registrations", registrations_json(d));
+  /* added after the first release of schema 1 */
+  json_object_set_new(o, "profile", str_or_null(ci->profile));
+  json_object_set_new(o, "max_work_group_size", json_integer((json_int_t)ci->max_work_group));
+  json_object_set_new(o, "sub_group_sizes", sub_group_sizes_json(ci));
+  json_object_set_new(o, "sub_group_sizes_source", ci->sub_group_source ? json_string(ci->sub_group_source) : json_null());
+  json_object_set_new(o, "il_version", str_or_null(ci->il_version));
+  json_object_set_new(o, "extension_list", extension_list_json(ci->extensions));
   return o;
+}
+
+/* The ICD loader: the library opened, or why it could not be; what it
+ * says of itself (cl_icdl), and the entry points it lacks. */
+static json_t *loader_json(const bml__loader_report *r) {
+  const bml__cl_loader *s = r->state;
+  if (!s) return json_null();
+  json_t *missing = json_array();
+  for (size_t i = 0; i < s->nmissing; i++) json_array_append_new(missing, json_string(s->missing[i]));
+  const bool a = r->answered;
+  return json_pack("{s:s, s:b, s:o, s:o, s:o, s:o, s:o, s:o}", "library", s->library, "loaded", s->loaded, "error",
+                   str_or_null(s->error), "name", a ? str_or_null(r->name) : json_null(), "vendor",
+                   a ? str_or_null(r->vendor) : json_null(), "version", a ? str_or_null(r->version) : json_null(),
+                   "opencl_version", a ? str_or_null(r->opencl_version) : json_null(), "missing_entry_points",
+                   missing);
 }
 
 /* Which work goes where: Q1_0 products on the first selected card that has
@@ -177,9 +222,10 @@ static json_t *listing_json(const struct bml_devices *l) {
     if (l->dev[i].pub.selected) json_array_append_new(selected, json_integer((json_int_t)i));
   }
   for (size_t i = 0; i < l->notes.len; i++) json_array_append_new(notes, text(l->notes.items[i]));
-  return json_pack("{s:i, s:s, s:o, s:o, s:o, s:o, s:b}", "schema", BML_DEVICES_SCHEMA,
+  return json_pack("{s:i, s:s, s:o, s:o, s:o, s:o, s:b, s:o}", "schema", BML_DEVICES_SCHEMA,
                    "bankml_cl_version", bml_version_string(), "devices", devices, "selected", selected,
-                   "notes", notes, "kernels", kernels_json(l), "software_allowed", l->software_allowed);
+                   "notes", notes, "kernels", kernels_json(l), "software_allowed", l->software_allowed,
+                   "icd_loader", loader_json(&l->loader));
 }
 
 char *bml__json_text(const json_t *j, size_t flags) {

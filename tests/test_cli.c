@@ -3,85 +3,13 @@
 
 #include <fcntl.h>
 #include <jansson.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "bankml-cl.h"
-
-extern char **environ;
-
-/* What one run of the command left: its exit status and both outputs. */
-struct run {
-  int status; /* the exit status, or 128 + the signal that ended it */
-  char *out, *err;
-};
-
-static char *slurp(int fd) {
-  off_t size = lseek(fd, 0, SEEK_END);
-  cr_assert(size >= 0);
-  char *buf = malloc((size_t)size + 1);
-  cr_assert_not_null(buf);
-  cr_assert_eq(pread(fd, buf, (size_t)size, 0), size);
-  buf[size] = '\0';
-  return buf;
-}
-
-static int temp_file(void) {
-  char name[] = "/tmp/bankml-cl-test-XXXXXX";
-  int fd = mkstemp(name);
-  cr_assert(fd >= 0, "mkstemp failed");
-  unlink(name);
-  return fd;
-}
-
-/* Runs the built command (a libtool wrapper script in the build tree) with
- * the NULL-terminated args, stdout and stderr captured in files so neither
- * pipe can fill up and stall it. */
-static struct run run_cli_to(const char *const *args, const char *out_path);
-
-static struct run run_cli(const char *const *args) { return run_cli_to(args, NULL); }
-
-/* As run_cli, stdout to out_path (NULL: captured). */
-static struct run run_cli_to(const char *const *args, const char *out_path) {
-  const char *top = getenv("BANKML_TOP_BUILDDIR");
-  cr_assert_not_null(top, "BANKML_TOP_BUILDDIR is not set (run through make check)");
-  char path[4096];
-  snprintf(path, sizeof path, "%s/src/bankml-cl", top);
-  char *argv[32] = {path};
-  size_t argc = 1;
-  for (; args[argc - 1]; argc++) {
-    cr_assert(argc < 31);
-    argv[argc] = (char *)args[argc - 1];
-  }
-  argv[argc] = NULL;
-  int out = out_path ? open(out_path, O_WRONLY | O_CLOEXEC) : temp_file(), err = temp_file();
-  cr_assert(out >= 0, "cannot open %s", out_path);
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_adddup2(&fa, out, STDOUT_FILENO);
-  posix_spawn_file_actions_adddup2(&fa, err, STDERR_FILENO);
-  pid_t pid;
-  cr_assert_eq(posix_spawn(&pid, path, &fa, NULL, argv, environ), 0, "cannot run %s", path);
-  posix_spawn_file_actions_destroy(&fa);
-  int ws;
-  cr_assert_eq(waitpid(pid, &ws, 0), pid);
-  struct run r = {WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + WTERMSIG(ws), out_path ? strdup("") : slurp(out),
-                  slurp(err)};
-  close(out);
-  close(err);
-  return r;
-}
-
-static void run_free(struct run *r) {
-  free(r->out);
-  free(r->err);
-}
-
-#define RUN(...) run_cli((const char *const[]){__VA_ARGS__, NULL})
+#include "runcli.h"
 
 /* Misuse: exit 2, nothing on stdout, and stderr names what was wrong. */
 static void expect_usage_error(struct run r, const char *named) {
@@ -147,6 +75,30 @@ Test(cli, help_lists_bench_and_exits_0) {
   cr_expect(strstr(r.out, "\n  bench ") != NULL, "bench is not listed: %s", r.out);
   cr_expect_str_empty(r.err);
   run_free(&r);
+}
+
+/* Every exit status, 4 (a card that failed verification) included, is in
+ * --help and in the man page's EXIT STATUS, once each. */
+Test(cli, help_and_the_man_page_give_every_exit_status) {
+  struct run r = RUN("--help");
+  cr_assert_eq(r.status, 0, "stderr: %s", r.err);
+  cr_expect(strstr(r.out, "Exit status: 0 done") && strstr(r.out, "; 2 bad usage") && strstr(r.out, "; 3 could not run") &&
+                strstr(r.out, "4 devices --verify: a selected card failed verification"),
+            "%s", r.out);
+  run_free(&r);
+  r = RUN("devices", "--help");
+  cr_expect(strstr(r.out, "; 4 a\nselected card failed verification") != NULL, "%s", r.out);
+  run_free(&r);
+  char *man = read_source("doc/bankml-cl.1");
+  const char *section = strstr(man, "\n.SH EXIT STATUS\n"), *end = section ? strstr(section + 1, "\n.SH ") : NULL;
+  cr_assert(section && end, "no EXIT STATUS section");
+  for (int status = 0; status <= 4; status++) {
+    char entry[16];
+    snprintf(entry, sizeof entry, ".TP\n.B %d\n", status);
+    const char *at = strstr(section, entry);
+    cr_expect(at && at < end, "EXIT STATUS does not give %d", status);
+  }
+  free(man);
 }
 
 Test(cli, help_command_prints_the_same_help) {
@@ -418,6 +370,75 @@ Test(cli, bench_verbose_reports_progress_on_stderr_only) {
   run_free(&r);
 }
 
+/* ---- the progress line, on a terminal only --------------------------------- */
+
+/* Whether s holds a byte that moves a terminal's cursor or erases: what
+ * the progress line is drawn with, and never written to a file or pipe. */
+static bool has_terminal_controls(const char *s) { return strchr(s, '\r') || strchr(s, '\033'); }
+
+/* The shape, threads, cache and exact columns of a bench table's rows (the
+ * times differ from run to run), one row per line. */
+static void table_columns(const char *table, char *out, size_t len) {
+  out[0] = '\0';
+  const char *line = strchr(table, '\n'); /* after the header, which has the date */
+  for (; line && line[1]; line = strchr(line + 1, '\n')) {
+    char shape[32], threads[16], cache[16], rest[256];
+    if (sscanf(line + 1, "%31s %15s %15s %255[^\n]", shape, threads, cache, rest) != 4) continue;
+    const char *exact = strrchr(rest, ' ');
+    size_t used = strlen(out);
+    snprintf(out + used, len - used, "%s %s %s %s\n", shape, threads, cache, exact ? exact + 1 : rest);
+  }
+}
+
+#define BENCH_SMALL "bench", "--cpu", "--shape", "256x512", "--runs", "2", "--warmup", "0", "--threads", "1,2"
+
+Test(cli, bench_on_a_terminal_shows_one_progress_line_and_the_same_table) {
+  setenv("TERM", "xterm", 1);
+  struct run tty = run_cli_tty((const char *const[]){BENCH_SMALL, NULL}), piped = RUN(BENCH_SMALL);
+  cr_assert_eq(tty.status, 0, "%s", tty.err);
+  cr_assert_eq(piped.status, 0, "%s", piped.err);
+  cr_expect(strstr(tty.err, "\rbankml-cl bench [0/4 measurements] ") != NULL, "%s", tty.err);
+  cr_expect(strstr(tty.err, "\rbankml-cl bench [3/4 measurements] cpu 256x512, 2 threads, flushed (") != NULL, "%s",
+            tty.err);
+  const char *last = strstr(tty.err, "[4/4 measurements]");
+  cr_expect(last && strstr(last, "\033[K\r\033[K"), "the line is not taken down at the end: %s", tty.err);
+  cr_expect_str_empty(piped.err, "piped, stderr has: %s", piped.err);
+  cr_expect(!has_terminal_controls(piped.out) && !has_terminal_controls(tty.out), "%s", tty.out);
+  char a[1024], b[1024];
+  table_columns(tty.out, a, sizeof a);
+  table_columns(piped.out, b, sizeof b);
+  cr_expect_str_eq(a, b);
+  size_t rows = 0;
+  for (const char *p = a; (p = strstr(p, " yes\n")); p++) rows++;
+  cr_expect_eq(rows, 4, "2 thread counts x warm and flushed, exact: %s", tty.out);
+  run_free(&tty);
+  run_free(&piped);
+}
+
+/* Messages written while the line is up go above it, each on a line of
+ * its own: the library's log here. */
+Test(cli, messages_on_a_terminal_go_above_the_progress_line) {
+  setenv("TERM", "xterm", 1);
+  setenv("BANKML_DEBUG", "pool", 1);
+  struct run r = run_cli_tty((const char *const[]){BENCH_SMALL, NULL});
+  unsetenv("BANKML_DEBUG");
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  size_t seen = 0;
+  for (const char *p = r.err; (p = strstr(p, "bankml-cl: debug: ")); p++, seen++)
+    cr_expect(p == r.err || p[-1] == '\n' || (p - r.err >= 4 && memcmp(p - 4, "\r\033[K", 4) == 0),
+              "a message begins inside the progress line: %.60s", p - 10 > r.err ? p - 10 : r.err);
+  cr_expect_geq(seen, 2, "%s", r.err);
+  run_free(&r);
+}
+
+Test(cli, a_dumb_terminal_gets_no_progress_line) {
+  setenv("TERM", "dumb", 1);
+  struct run r = run_cli_tty((const char *const[]){BENCH_SMALL, NULL});
+  cr_expect_eq(r.status, 0);
+  cr_expect_str_empty(r.err);
+  run_free(&r);
+}
+
 /* ---- bankml-cl devices, on the fake ICD and the fake sysfs trees -------- */
 
 static void use_fake_devices(const char *scenario, const char *sysfs) {
@@ -480,14 +501,7 @@ static long control_at(const char *s) {
 /* mixed.conf with the first card's name and its platform's replaced (every
  * registration of them), as a temporary file; *path gets its name. */
 static void write_named_conf(const char *name, const char *platform, char *path, size_t len) {
-  const char *src = getenv("BANKML_TOP_SRCDIR");
-  cr_assert_not_null(src);
-  char conf[4096];
-  snprintf(conf, sizeof conf, "%s/tests/fakeicd/mixed.conf", src);
-  int in = open(conf, O_RDONLY);
-  cr_assert(in >= 0, "cannot open %s", conf);
-  char *text = slurp(in);
-  close(in);
+  char *text = read_source("tests/fakeicd/mixed.conf");
   snprintf(path, len, "/tmp/bankml-cl-conf-XXXXXX");
   int fd = mkstemp(path);
   cr_assert(fd >= 0);
@@ -621,15 +635,80 @@ Test(cli, devices_verify_with_no_card_selected_says_so_and_exits_0) {
   run_free(&r);
 }
 
-Test(cli, devices_verify_refuses_a_card_that_fails_and_exits_2) {
+/* A card that fails is its own status, 4: not misuse (2), which ran nothing. */
+Test(cli, devices_verify_refuses_a_card_that_fails_and_exits_4) {
   use_fake_devices("mixed", "mixed");
   setenv("BANKML_GPU", "0", 1);
   struct run r = RUN("devices", "--verify");
-  cr_expect_eq(r.status, 2, "stdout: %s stderr: %s", r.out, r.err);
+  cr_expect_eq(r.status, 4, "stdout: %s stderr: %s", r.out, r.err);
   cr_expect(strstr(r.out, "0 gfx1030: NOT VERIFIED \u2014 open: clCreateContext: CL_DEVICE_NOT_AVAILABLE (-2); "
                           "bankml-cl will not use this card\n") != NULL, "%s", r.out);
   cr_expect(strstr(r.out, "0 gfx1030: NOT VERIFIED (the open check could not run); bankml-cl will not use this card\n") !=
                 NULL, "%s", r.out);
+  run_free(&r);
+}
+
+/* On a terminal, the line says the device and the check; stdout is the
+ * piped run's, byte for byte, and the piped stderr has nothing added. */
+Test(cli, devices_verify_on_a_terminal_shows_progress_and_prints_the_same_lines) {
+  use_fake_devices("mixed", "mixed");
+  setenv("BANKML_GPU", "0", 1);
+  setenv("TERM", "xterm", 1);
+  struct run tty = run_cli_tty((const char *const[]){"devices", "--verify", NULL}), piped = RUN("devices", "--verify");
+  cr_expect_eq(tty.status, 4);
+  cr_expect_eq(piped.status, 4);
+  cr_expect(strstr(tty.err, "\rbankml-cl devices --verify [checks: 0] 0 gfx1030: opening it and building") != NULL,
+            "%s", tty.err);
+  cr_expect(strstr(tty.err, "\rbankml-cl devices --verify [checks: 1] 0 gfx1030: open (") != NULL, "%s", tty.err);
+  cr_expect_str_eq(tty.out, piped.out);
+  cr_expect_str_empty(piped.err);
+  run_free(&tty);
+  run_free(&piped);
+}
+
+static json_t *verify_json(const char *const *args, int status) {
+  struct run r = run_cli(args);
+  cr_expect_eq(r.status, status, "exit %d, stderr: %s", r.status, r.err);
+  json_error_t e;
+  json_t *root = json_loads(r.out, 0, &e);
+  cr_assert_not_null(root, "not JSON (%s): %s", e.text, r.out);
+  cr_expect_eq(integer_of(root, "schema"), 1);
+  run_free(&r);
+  return root;
+}
+
+Test(cli, devices_verify_json_gives_the_checks_and_the_verdict) {
+  use_fake_devices("mixed", "mixed");
+  setenv("BANKML_GPU", "0", 1);
+  json_t *root = verify_json((const char *const[]){"devices", "--verify", "--json", NULL}, 4);
+  cr_expect_str_eq(string_of(root, "result"), "not verified");
+  cr_expect_eq(integer_of(root, "usable"), 3);
+  json_t *devices = json_object_get(root, "devices");
+  cr_assert_eq(json_array_size(devices), 1);
+  json_t *d = json_array_get(devices, 0);
+  cr_expect_eq(integer_of(d, "index"), 0);
+  cr_expect_str_eq(string_of(d, "name"), "gfx1030");
+  cr_expect(json_is_false(json_object_get(d, "verified")));
+  cr_expect_str_eq(string_of(d, "why_not"), "the open check could not run");
+  cr_expect(json_is_false(json_object_get(d, "golden_checked")));
+  json_t *checks = json_object_get(d, "checks");
+  cr_assert_eq(json_array_size(checks), 1);
+  json_t *c = json_array_get(checks, 0);
+  cr_expect_str_eq(string_of(c, "check"), "open");
+  cr_expect(json_is_false(json_object_get(c, "ok")));
+  cr_expect(json_is_null(json_object_get(c, "first_bad")) && json_is_null(json_object_get(c, "card_bits")));
+  cr_expect_str_eq(string_of(c, "detail"), "clCreateContext: CL_DEVICE_NOT_AVAILABLE (-2)");
+  json_decref(root);
+}
+
+Test(cli, devices_verify_json_without_a_usable_card_says_so_and_exits_0) {
+  use_fake_devices("llvmpipe", "empty");
+  json_t *root = verify_json((const char *const[]){"devices", "--verify", "--json", "--compact", NULL}, 0);
+  cr_expect_str_eq(string_of(root, "result"), "no usable GPU found");
+  cr_expect_eq(json_array_size(json_object_get(root, "devices")), 0);
+  json_decref(root);
+  struct run r = RUN("devices", "--verify", "--json", "--compact");
+  cr_expect_eq(strchr(r.out, '\n'), r.out + strlen(r.out) - 1, "--compact: one line: %s", r.out);
   run_free(&r);
 }
 
@@ -685,7 +764,7 @@ Test(cli, devices_verify_refuses_when_the_named_golden_cases_cannot_be_read) {
     run_free(&r);
     cr_skip_test("no PoCL device here (apt-get install pocl-opencl-icd)");
   }
-  cr_expect_eq(r.status, 2, "stdout: %s stderr: %s", r.out, r.err);
+  cr_expect_eq(r.status, 4, "stdout: %s stderr: %s", r.out, r.err);
   cr_expect(strstr(r.out, "NOT VERIFIED \u2014 ggml's golden cases cannot be read: cannot open ") != NULL, "%s", r.out);
   cr_expect(strstr(r.out, "BANKML_GOLDEN_DIR") == NULL, "the hint is for the default directory: %s", r.out);
   cr_expect(strstr(r.out, "verified: every check bit-exact") == NULL, "%s", r.out);
@@ -698,6 +777,8 @@ Test(cli, devices_verify_refuses_when_the_named_golden_cases_cannot_be_read) {
 
 Test(cli, devices_verify_misuse_exits_2) {
   expect_usage_error(RUN("devices", "--verify", "--brief"), "--brief");
+  expect_usage_error(RUN("devices", "--verify", "--compact"), "--json");
+  expect_usage_error(RUN("devices", "--brief", "--json"), "--json");
   expect_usage_error(RUN("devices", "--golden", "/tmp"), "--golden");
   expect_usage_error(RUN("devices", "--verify", "--golden", "/nonexistent/golden"), "\"/nonexistent/golden\"");
   expect_usage_error(RUN("devices", "--verify", "--golden", ""), "--golden");

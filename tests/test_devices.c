@@ -208,6 +208,57 @@ Test(devices, report_carries_driver_and_kernel_facts) {
   bml_devices_free(l);
 }
 
+/* What clinfo users look for: the extension list, the profile, the largest
+ * work-group, the sub-group sizes and the IL version (null where the
+ * device does not say them, with no note: they are optional). */
+Test(devices, report_carries_extensions_profile_work_groups_sub_groups_and_il) {
+  use_fake("empty", NULL);
+  bml_devices *l = discover_scenario(
+      "[platform]\nname = Clinfo Fields\n"
+      "[device]\nname = Intel-like\nvendor_id = 0x8086\nprofile = EMBEDDED_PROFILE\n"
+      "max_work_group_size = 512\nversion = OpenCL 3.0 fake\nil_version = SPIR-V_1.0 SPIR-V_1.2\n"
+      "extensions = cl_khr_fp16  cl_intel_required_subgroup_size cl_khr_il_program\nsub_group_sizes = 8,16,32\n"
+      "[device]\nname = NV-like\nvendor_id = 0x10de\nversion = OpenCL 1.2 fake\n"
+      "extensions = cl_nv_device_attribute_query\nnv_warp_size = 32\n"
+      "[device]\nname = AMD-like\nvendor_id = 0x1002\nversion = OpenCL 2.0 fake\n"
+      "extensions = cl_amd_device_attribute_query\namd_wavefront_width = 64\n"
+      "[device]\nname = Plain\nversion = OpenCL 3.0 fake\n");
+  json_t *root = report(l);
+  cr_expect_eq(json_integer_value(json_object_get(root, "schema")), 1, "additions only: still schema 1");
+  cr_expect_eq(bml_devices_note_count(l), 0, "an optional property is not a note: %s",
+               bml_devices_note_count(l) ? bml_devices_note(l, 0) : "");
+  json_t *dev[4];
+  for (size_t i = 0; i < 4; i++) {
+    json_t *d = device_json(root, i);
+    const char *name = jstr(d, "name");
+    dev[strcmp(name, "Intel-like") == 0 ? 0 : strcmp(name, "NV-like") == 0 ? 1 : strcmp(name, "AMD-like") == 0 ? 2 : 3] = d;
+  }
+  json_t *intel = dev[0], *nv = dev[1], *amd = dev[2], *plain = dev[3];
+  cr_expect_str_eq(jstr(intel, "profile"), "EMBEDDED_PROFILE");
+  cr_expect_eq(json_integer_value(json_object_get(intel, "max_work_group_size")), 512);
+  cr_expect_str_eq(jstr(intel, "il_version"), "SPIR-V_1.0 SPIR-V_1.2");
+  json_t *ext = json_object_get(intel, "extension_list");
+  cr_assert_eq(json_array_size(ext), 3, "two spaces are one separator");
+  cr_expect_str_eq(json_string_value(json_array_get(ext, 0)), "cl_khr_fp16");
+  cr_expect_str_eq(json_string_value(json_array_get(ext, 2)), "cl_khr_il_program");
+  json_t *sg = json_object_get(intel, "sub_group_sizes");
+  cr_assert_eq(json_array_size(sg), 3);
+  cr_expect(json_integer_value(json_array_get(sg, 0)) == 8 && json_integer_value(json_array_get(sg, 2)) == 32);
+  cr_expect_str_eq(jstr(intel, "sub_group_sizes_source"), "cl_intel_required_subgroup_size");
+  cr_expect_eq(json_integer_value(json_array_get(json_object_get(nv, "sub_group_sizes"), 0)), 32);
+  cr_expect_str_eq(jstr(nv, "sub_group_sizes_source"), "cl_nv_device_attribute_query");
+  cr_expect(json_is_null(json_object_get(nv, "il_version")), "OpenCL 1.2 without cl_khr_il_program");
+  cr_expect_eq(json_integer_value(json_array_get(json_object_get(amd, "sub_group_sizes"), 0)), 64);
+  cr_expect_str_eq(jstr(plain, "profile"), "FULL_PROFILE");
+  cr_expect_eq(json_integer_value(json_object_get(plain, "max_work_group_size")), 256);
+  cr_expect(json_is_null(json_object_get(plain, "sub_group_sizes")));
+  cr_expect(json_is_null(json_object_get(plain, "sub_group_sizes_source")));
+  cr_expect(json_is_null(json_object_get(plain, "il_version")), "an OpenCL 3.0 device that does not answer");
+  cr_expect_eq(json_array_size(json_object_get(plain, "extension_list")), 0);
+  json_decref(root);
+  bml_devices_free(l);
+}
+
 Test(devices, no_platform_is_an_empty_list_with_a_note) {
   use_fake("empty", NULL);
   bml_devices *l = discover();

@@ -1,8 +1,10 @@
 /* test_faults.c -- OpenCL calls that fail on the card path, made to fail here: this program defines
- * clEnqueueWriteBuffer, clEnqueueUnmapMemObject and clEnqueueNDRangeKernel itself (the library's code
- * is linked into it, so its calls come here), and passes each call on to the ICD loader's unless a
- * test has asked for that call to fail.  On PoCL (BANKML_GPU_SOFTWARE=1); skips without a device. */
+ * clEnqueueWriteBuffer, clEnqueueUnmapMemObject and clEnqueueNDRangeKernel itself (exported, so the
+ * library's table of the loader's entry points, which takes the process's own definitions first,
+ * comes here), and passes each call on to the ICD loader's unless a test has asked for that call to
+ * fail.  On PoCL (BANKML_GPU_SOFTWARE=1); skips without a device. */
 #define _GNU_SOURCE
+#define BML_CL_DIRECT /* the definitions below are the entry points' own names */
 #include <criterion/criterion.h>
 
 #include <dlfcn.h>

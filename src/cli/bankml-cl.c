@@ -44,6 +44,7 @@ static void usage(FILE *f) {
              "  -h, --help     show this help and exit\n"
              "  -V, --version  show the version and exit\n"
              "\n"
+             CLI_EXIT_HELP "\n"
              "'bankml-cl COMMAND --help' shows a command's options; bankml-cl(1) has the rest.\n");
 }
 

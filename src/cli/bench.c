@@ -12,6 +12,7 @@
 #include "bankml-cl.h"
 #include "bench.h"
 #include "cli.h"
+#include "progress.h"
 
 /* Each mode is an option of its name (--cpu) and a row here; the report
  * and the table are shared.  --clblast is a baseline, not bankml-cl: its
@@ -136,9 +137,13 @@ static void usage(FILE *f) {
           "                   token by phase, and its status)\n"
           "  -h, --help       show this help and exit\n"
           "\n"
+          "On a terminal, one line on stderr says what is measured and how far along\n"
+          "(nothing is added where stderr is a file or a pipe).\n"
+          "\n"
           "Exit status: 0 every check passed, 1 a result not bit-exact (or a baseline's\n"
           "outside its bound), 2 bad usage, 3 could not run (also: --clblast with no\n"
-          "usable device, or in a build without CLBlast).  See bankml-cl(1).\n",
+          "usable device, or without CLBlast: not built in, or not installed).  See\n"
+          "bankml-cl(1).\n",
           DEFAULT_RUNS, DEFAULT_WARMUP, QUICK_RUNS, QUICK_WARMUP);
 }
 
@@ -360,13 +365,24 @@ static void start_report(const struct bench_args *args, struct bench_report *rep
   rep->started = time(NULL);
 }
 
+/* The rows a mode adds (at most: --clblast skips F16 on a card without it,
+ * and shapes the card cannot hold), for the progress display. */
+static size_t planned_rows(const struct bench_mode *m, const struct bench_config *cfg) {
+  if (m->run == bench_cpu_run) return cfg->model ? 1 : cfg->nshapes * cfg->nthreads * 2; /* warm, flushed */
+  return cfg->model ? 2 : cfg->nshapes * 2; /* single and pipelined (a token: and round trips); F32, F16 */
+}
+
 /* Runs the chosen modes and renders the report; an exit status. */
 static int run_modes(const struct bench_args *args) {
   struct bench_report rep;
   start_report(args, &rep);
   int rc = 0;
+  size_t planned = 0;
+  for (size_t i = 0; i < NMODES; i++) planned += args->mode[i] ? planned_rows(&modes[i], &args->cfg) : 0;
+  progress_start("bankml-cl bench", planned, "measurements"); /* on a terminal only */
   for (size_t i = 0; rc == 0 && i < NMODES; i++)
     if (args->mode[i]) rc = modes[i].run(&args->cfg, &rep);
+  progress_stop();
   /* what was measured before a mode failed is reported all the same */
   if (rc == 0 || rep.nrows > 0) {
     int rrc = args->cfg.json ? bench_render_json(&rep, stdout) : bench_render_text(&rep, stdout);
@@ -382,6 +398,7 @@ static int run_modes(const struct bench_args *args) {
 int cmd_bench(int argc, char **argv) {
   struct bench_args args = {.cfg = {.runs = -1, .warmup = -1}};
   int max_threads = 0;
+  progress_init(); /* before the library and its drivers start threads */
   const bool help = cli_asks_help(argc, argv); /* before the other options' errors */
   int status = help ? 0 : parse_args(argc, argv, &args);
   if (status == 0 && (help || args.help)) {

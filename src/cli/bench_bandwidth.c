@@ -1,14 +1,12 @@
 /* bench_bandwidth.c -- the card's own read bandwidth, measured by a streaming kernel, for the "% of the card" column. */
 #define _POSIX_C_SOURCE 200809L
-#define CL_TARGET_OPENCL_VERSION 120
-#define CL_USE_DEPRECATED_OPENCL_1_2_APIS
 
-#include <CL/cl.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "bankml-cl.h"
 #include "bench.h"
+#include "clload.h" /* OpenCL through the loader opened at run time */
 
 /* Every work-item streams uint4s with a grid stride; the xor keeps the
  * loads alive and is written only when it hits an impossible value. */

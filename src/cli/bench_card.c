@@ -7,6 +7,7 @@
 
 #include "bankml-cl.h"
 #include "bench.h"
+#include "progress.h"
 
 /* Products a pipelined measurement enqueues back to back before its wait. */
 #define PIPELINE 32
@@ -32,6 +33,7 @@ int bench_worker_open(const struct bench_config *cfg, bool card_alone, bml_pool 
     fprintf(stderr, "bankml-cl bench: cannot open a pool of %d threads: %s\n", threads, bml_strerror(rc));
     return rc;
   }
+  progress_step("opening the worker: the card's checks and calibration");
   rc = bml_worker_open(*pool, w);
   if (rc == 0 && !*w) {
     fprintf(stderr, "bankml-cl bench --%s: no card is used here (the message above says why)\n",
@@ -192,6 +194,7 @@ static int measure(const struct bench_config *cfg, bml_worker *w, struct card_pr
   }
   int rc = 0;
   bool exact = true;
+  progress_step("%s %zux%zu", mode, c->rows, c->n);
   if (threads != 0 && count == 1) rc = calibrate_shape(w, &c->p[0]); /* the split's single products */
   for (long i = 0; rc == 0 && i < cfg->warmup + 1; i++) rc = timed(w, c, count, &ignored); /* +1: the upload */
   for (long i = 0; rc == 0 && i < cfg->runs; i++) {

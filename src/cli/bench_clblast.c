@@ -1,11 +1,14 @@
 /* bench_clblast.c -- `bankml-cl bench --clblast`: the same products, dequantized, in CLBlast. */
 #define _POSIX_C_SOURCE 200809L
-#define CL_TARGET_OPENCL_VERSION 120
-#define CL_USE_DEPRECATED_OPENCL_1_2_APIS
 
-#include <CL/cl.h>
+#include <config.h>
+
+#include "clload.h" /* first: the OpenCL headers at bankml-cl's API level, before CLBlast's includes them */
+
 #include <clblast_c.h>
+#include <dlfcn.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +16,7 @@
 #include "bankml-cl.h"
 #include "bench.h"
 #include "cli.h"
+#include "progress.h"
 
 const char bench_clblast_help[] = "CLBlast's SGEMV and HGEMV on a device: the baseline (below)";
 
@@ -81,6 +85,45 @@ static void note(const char *fmt, ...) {
   fputc('\n', stderr);
   va_end(ap);
 }
+
+/* ---- CLBlast, opened at run time ------------------------------------------ */
+
+/* The command links no CLBlast: libclblast needs the OpenCL loader, and
+ * the command must start without it.  It is opened here, by --clblast
+ * alone, and its three functions are called through this table. */
+static struct {
+  __typeof__(CLBlastSgemv) *sgemv;
+  __typeof__(CLBlastHgemv) *hgemv;
+  __typeof__(CLBlastClearCache) *clear_cache;
+  char error[512]; /* why it could not be opened, or "" */
+} clblast;
+static pthread_once_t clblast_once = PTHREAD_ONCE_INIT;
+
+static void clblast_open(void) {
+  dlerror();
+  void *lib = dlopen(BML_CLBLAST_SONAME, RTLD_NOW | RTLD_LOCAL);
+  if (lib) {
+    clblast.sgemv = (__typeof__(clblast.sgemv))dlsym(lib, "CLBlastSgemv");
+    clblast.hgemv = (__typeof__(clblast.hgemv))dlsym(lib, "CLBlastHgemv");
+    clblast.clear_cache = (__typeof__(clblast.clear_cache))dlsym(lib, "CLBlastClearCache");
+  }
+  const char *e = dlerror();
+  if (!lib || !clblast.sgemv || !clblast.hgemv || !clblast.clear_cache)
+    snprintf(clblast.error, sizeof clblast.error, "%s", e ? e : "a function is missing");
+}
+
+/* 0, or BML_ENOTSUP after saying why CLBlast cannot be used. */
+static int clblast_load(void) {
+  pthread_once(&clblast_once, clblast_open);
+  if (!clblast.error[0]) return 0;
+  note("cannot open CLBlast (%s): %s; install it (apt-get install libclblast1), with the OpenCL "
+       "loader (ocl-icd-libopencl1) it needs", BML_CLBLAST_SONAME, clblast.error);
+  return BML_ENOTSUP;
+}
+
+#define CLBlastSgemv (clblast.sgemv)
+#define CLBlastHgemv (clblast.hgemv)
+#define CLBlastClearCache (clblast.clear_cache)
 
 /* ---- half precision -------------------------------------------------------- */
 
@@ -652,6 +695,7 @@ static int bench_shape(const struct session *s, const struct bench_shape *shape,
   for (size_t i = 0; any && rc == 0 && i < NP; i++) {
     const struct precision *p = &precisions[i];
     if (!run[i]) continue;
+    progress_step("%s %zux%zu", p->mode, o.rows, o.n);
     bench_progress(s->cfg, "%zux%zu, %s: dequantizing and uploading %.1f MB", o.rows, o.n, p->mode,
                    (double)o.rows * (double)o.n * (double)p->size / 1e6);
     rc = bench_precision(s, &o, p, rep);
@@ -683,7 +727,9 @@ static int run_on(const bml_device *dev, const struct bench_config *cfg, struct 
 
 int bench_clblast_run(const struct bench_config *cfg, struct bench_report *rep) {
   bml_devices *list = NULL;
-  int rc = bml_devices_discover(NULL, &list);
+  int rc = clblast_load();
+  if (rc != 0) return rc;
+  rc = bml_devices_discover(NULL, &list);
   if (rc != 0) {
     if (rc != BML_EENV) note("cannot list the OpenCL devices: %s", bml_strerror(rc));
     return rc; /* BML_EENV: the library has named the variable */

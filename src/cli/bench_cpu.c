@@ -6,6 +6,7 @@
 
 #include "bankml-cl.h"
 #include "bench.h"
+#include "progress.h"
 
 /* One shape's operands, its reference result and a result to fill. */
 struct product {
@@ -83,6 +84,8 @@ static int timed_run(struct timing *t, double *ms) {
 /* cfg->runs timed products (after the warm-up, when warm) into one row. */
 static int measure(const struct bench_config *cfg, struct timing *t, double *ms,
                    struct bench_report *rep) {
+  progress_step("cpu %zux%zu, %d thread%s, %s", t->p->rows, t->p->n, bml_pool_threads(t->pool),
+                bml_pool_threads(t->pool) == 1 ? "" : "s", t->flush ? "flushed" : "warm");
   t->exact = true;
   for (long i = 0; !t->flush && i < cfg->warmup; i++) {
     double ignored;
@@ -143,6 +146,7 @@ int bench_cpu_run(const struct bench_config *cfg, struct bench_report *rep) {
   }
   for (size_t i = 0; rc == 0 && i < cfg->nshapes; i++) {
     struct product p;
+    progress_step("cpu %zux%zu: preparing the weights", cfg->shapes[i].rows, cfg->shapes[i].n);
     bench_progress(cfg, "%zux%zu: preparing %.1f MB of weights", cfg->shapes[i].rows,
                    cfg->shapes[i].n,
                    (double)cfg->shapes[i].rows * (double)(cfg->shapes[i].n / BML_Q1_0_BLOCK) *

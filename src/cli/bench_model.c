@@ -8,6 +8,7 @@
 
 #include "bankml-cl.h"
 #include "bench.h"
+#include "progress.h"
 
 static const struct bench_model models[] = {
     /* name, hidden, intermediate, layers, query heads, key/value heads, head size, vocabulary */
@@ -188,6 +189,7 @@ static int measure(const struct bench_config *cfg, struct token *t, bml_pool *po
   }
   int rc = 0;
   bool exact = true;
+  progress_step("%s %s's token", mode, t->m->name);
   /* the card's modes add one untimed run, the matrices' upload (bankml-cl(1)) */
   for (long i = 0; rc == 0 && i < cfg->warmup + (w ? 1 : 0); i++) rc = fn(t, pool, w, round_trips);
   double before[WORKER_SECONDS], after[WORKER_SECONDS], total_ms = 0;
@@ -233,6 +235,7 @@ int bench_model_run(const struct bench_config *cfg, struct bench_report *rep, co
                   : bench_worker_open(cfg, strcmp(mode, "card") == 0, &pool, &w, rep);
   if (rc != 0) return rc;
   struct token t;
+  progress_step("building %s's matrices", cfg->model->name);
   bench_progress(cfg, "building %s's matrices", cfg->model->name);
   rc = token_init(&t, cfg->model);
   if (rc == 0 && (rc = token_reference(&t)) != 0)

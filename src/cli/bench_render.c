@@ -10,6 +10,7 @@
 #include "bankml-cl.h"
 #include "bench.h"
 #include "cli.h"
+#include "progress.h"
 
 int bench_report_add(struct bench_report *rep, const struct bench_row *row) {
   if (rep->nrows == rep->cap) {
@@ -20,6 +21,7 @@ int bench_report_add(struct bench_report *rep, const struct bench_row *row) {
     rep->cap = cap;
   }
   rep->rows[rep->nrows++] = *row;
+  progress_advance();
   return 0;
 }
 

@@ -7,11 +7,18 @@
 
 /* Exit status of the command; bankml-cl(1) documents each value under EXIT STATUS. */
 enum cli_exit {
-  CLI_EXIT_OK = 0,    /* done, every check passed */
-  CLI_EXIT_CHECK = 1, /* ran, but a check failed (bench: a result was not bit-exact) */
-  CLI_EXIT_USAGE = 2, /* bad option, argument or environment variable; nothing ran */
-  CLI_EXIT_ERROR = 3, /* could not run: out of memory, no threads, a failed write */
+  CLI_EXIT_OK = 0,         /* done, every check passed */
+  CLI_EXIT_CHECK = 1,      /* ran, but a check failed (bench: a result was not bit-exact) */
+  CLI_EXIT_USAGE = 2,      /* bad option, argument or environment variable; nothing ran */
+  CLI_EXIT_ERROR = 3,      /* could not run: out of memory, no threads, a failed write */
+  CLI_EXIT_UNVERIFIED = 4, /* devices --verify: a selected card failed verification, and is not used */
 };
+
+/* The statuses in words, one line each, for --help. */
+#define CLI_EXIT_HELP                                                                   \
+  "Exit status: 0 done, every check passed; 1 a check failed (bench: a result not\n"  \
+  "bit-exact); 2 bad usage or environment variable, nothing ran; 3 could not run;\n"  \
+  "4 devices --verify: a selected card failed verification.  See bankml-cl(1).\n"
 
 /* Subcommands: argv[0] is the subcommand's name; the return value is an enum cli_exit. */
 int cmd_bench(int argc, char **argv);

@@ -14,6 +14,7 @@
 typedef const char *parse_fn(const char *value, void *field, size_t size);
 
 #define NO_FLAG ((size_t)-1)
+#define COUNT(a) (sizeof(a) / sizeof((a)[0]))
 #define FIELD_SIZE(T, f) sizeof(((T *)0)->f)
 
 struct key {
@@ -326,6 +327,30 @@ static const char *parse_uuid(const char *value, void *field, size_t size)
   return NULL;
 }
 
+/* A comma-separated list of 1 to 8 sizes (sub-group sizes). */
+static const char *parse_sizes(const char *value, void *field, size_t size)
+{
+  static const char *const why = "expected 1 to 8 comma-separated whole numbers";
+  struct fake_sizes list;
+  (void)size;
+  memset(&list, 0, sizeof list);
+  for (const char *p = value;;) {
+    char *end;
+    if (!isdigit((unsigned char)*p) || list.count == COUNT(list.sizes))
+      return why;
+    errno = 0;
+    unsigned long long v = strtoull(p, &end, 10);
+    if (errno != 0 || v == 0 || (*end != ',' && *end != '\0'))
+      return why;
+    list.sizes[list.count++] = (size_t)v;
+    if (*end == '\0')
+      break;
+    p = end + 1;
+  }
+  memcpy(field, &list, sizeof list);
+  return NULL;
+}
+
 /* ------------------------------------------------------------------ */
 /* Keys                                                                */
 /* ------------------------------------------------------------------ */
@@ -378,10 +403,12 @@ static const struct key device_keys[] = {
   DOPT("nv_bus", parse_unsigned, nv_bus, has_nv_bus),
   DOPT("nv_slot", parse_unsigned, nv_slot, has_nv_slot),
   DOPT("nv_domain", parse_unsigned, nv_domain, has_nv_domain),
+  DOPT("il_version", parse_string, il_version, has_il_version),
+  DOPT("sub_group_sizes", parse_sizes, sub_group_sizes, has_sub_group_sizes),
+  DOPT("nv_warp_size", parse_unsigned, nv_warp_size, has_nv_warp_size),
+  DOPT("amd_wavefront_width", parse_unsigned, amd_wavefront_width, has_amd_wavefront_width),
   DKEY("create_context_error", parse_failure, create_context_error, "CL_DEVICE_NOT_AVAILABLE"),
 };
-
-#define COUNT(a) (sizeof(a) / sizeof((a)[0]))
 
 /* ------------------------------------------------------------------ */
 /* The file                                                            */

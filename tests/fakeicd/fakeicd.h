@@ -74,6 +74,17 @@ struct _cl_device_id {
   bool has_nv_slot;
   cl_uint nv_domain;
   bool has_nv_domain;
+  char il_version[FAKE_STR];     /* CL_DEVICE_IL_VERSION, when given */
+  bool has_il_version;
+  struct fake_sizes {
+    size_t count;
+    size_t sizes[8];
+  } sub_group_sizes;             /* CL_DEVICE_SUB_GROUP_SIZES_INTEL, when given */
+  bool has_sub_group_sizes;
+  cl_uint nv_warp_size;          /* CL_DEVICE_WARP_SIZE_NV */
+  bool has_nv_warp_size;
+  cl_uint amd_wavefront_width;   /* CL_DEVICE_WAVEFRONT_WIDTH_AMD */
+  bool has_amd_wavefront_width;
   cl_int create_context_error;
 };
 

@@ -62,6 +62,7 @@ struct info {
 #define STR(T, param, f) {param, true, offsetof(T, f), 0, NO_FLAG}
 #define VAL(T, param, f) {param, false, offsetof(T, f), sizeof(((T *)0)->f), NO_FLAG}
 #define OPT(T, param, f, has) {param, false, offsetof(T, f), sizeof(((T *)0)->f), offsetof(T, has)}
+#define OSTR(T, param, f, has) {param, true, offsetof(T, f), 0, offsetof(T, has)}
 
 static cl_int answer_info(const struct info *table, size_t n, const void *object, cl_uint param,
                           size_t value_size, void *value, size_t *size_ret)
@@ -161,6 +162,9 @@ static const struct info device_info[] = {
   OPT(D, CL_DEVICE_PCI_BUS_ID_NV, nv_bus, has_nv_bus),
   OPT(D, CL_DEVICE_PCI_SLOT_ID_NV, nv_slot, has_nv_slot),
   OPT(D, CL_DEVICE_PCI_DOMAIN_ID_NV, nv_domain, has_nv_domain),
+  OSTR(D, CL_DEVICE_IL_VERSION_KHR, il_version, has_il_version),
+  OPT(D, CL_DEVICE_WARP_SIZE_NV, nv_warp_size, has_nv_warp_size),
+  OPT(D, CL_DEVICE_WAVEFRONT_WIDTH_AMD, amd_wavefront_width, has_amd_wavefront_width),
 };
 #undef D
 
@@ -226,6 +230,8 @@ static cl_int CL_API_CALL get_device_info(cl_device_id device, cl_device_info pa
   const struct _cl_device_id *d = find_device(device);
   if (d == NULL)
     return CL_INVALID_DEVICE;
+  if (param == CL_DEVICE_SUB_GROUP_SIZES_INTEL && d->has_sub_group_sizes)  /* a list of its own length */
+    return answer(d->sub_group_sizes.sizes, d->sub_group_sizes.count * sizeof(size_t), value_size, value, size_ret);
   return answer_info(device_info, COUNT(device_info), d, param, value_size, value, size_ret);
 }
 

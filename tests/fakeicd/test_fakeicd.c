@@ -621,6 +621,37 @@ Test(fakeicd, amd_card_answers_only_the_amd_topology) {
   cr_expect(all_refused(d, refused, COUNT(refused)), "refused queries");
 }
 
+/* The IL version and the sub-group sizes, each answered only when given. */
+Test(fakeicd, il_version_and_sub_group_sizes_as_scripted) {
+  static const char text[] =
+    "[platform]\nname = Subgroups\n"
+    "[device]\nname = Intel-like\nil_version = SPIR-V_1.0 SPIR-V_1.2\nsub_group_sizes = 8,16,32\n"
+    "[device]\nname = NV-like\nnv_warp_size = 32\n"
+    "[device]\nname = AMD-like\namd_wavefront_width = 64\n";
+  static const struct want_str il[] = {{CL_DEVICE_IL_VERSION_KHR, "SPIR-V_1.0 SPIR-V_1.2"}};
+  static const struct want_num warp[] = {{CL_DEVICE_WARP_SIZE_NV, 4, 32}};
+  static const struct want_num wave[] = {{CL_DEVICE_WAVEFRONT_WIDTH_AMD, 4, 64}};
+  static const cl_uint unsaid[] = {CL_DEVICE_IL_VERSION_KHR, CL_DEVICE_SUB_GROUP_SIZES_INTEL,
+                                   CL_DEVICE_WAVEFRONT_WIDTH_AMD};
+  char path[4096];
+  cl_device_id d[3];
+  cl_uint n = 0;
+  size_t size = 0, sizes[4] = {0};
+  use_text_scenario(text, path, sizeof path);
+  cl_int err = clGetDeviceIDs(platform_named("Subgroups"), CL_DEVICE_TYPE_ALL, 3, d, &n);
+  unlink(path);
+  cr_assert_eq(err, CL_SUCCESS);
+  cr_assert_eq(n, 3);
+  cr_expect(device_strings_are(d[0], il, COUNT(il)), "IL version");
+  cr_expect_eq(clGetDeviceInfo(d[0], CL_DEVICE_SUB_GROUP_SIZES_INTEL, 0, NULL, &size), CL_SUCCESS);
+  cr_expect_eq(size, 3 * sizeof(size_t));
+  cr_expect_eq(clGetDeviceInfo(d[0], CL_DEVICE_SUB_GROUP_SIZES_INTEL, sizeof sizes, sizes, NULL), CL_SUCCESS);
+  cr_expect(sizes[0] == 8 && sizes[1] == 16 && sizes[2] == 32 && sizes[3] == 0);
+  cr_expect(device_numbers_are(d[1], warp, COUNT(warp)), "warp size");
+  cr_expect(device_numbers_are(d[2], wave, COUNT(wave)), "wavefront width");
+  cr_expect(all_refused(d[1], unsaid, COUNT(unsaid)), "queries not given");
+}
+
 Test(fakeicd, llvmpipe_is_a_gpu_without_pci) {
   static const struct want_str strings[] = {{CL_DEVICE_NAME, "llvmpipe (LLVM 15.0.7, 256 bits)"}};
   static const struct want_num numbers[] = {
