@@ -237,10 +237,20 @@ static void check_product(card_state *cs, bml__kernel_id k, const bml_block_q1_0
   free(got);
 }
 
-/* 100x2688 is 21 blocks a row: two whole tiles of eight and a part of one. */
+/* 100x2688 is 21 blocks a row: two whole tiles of eight and a part of one.
+ * The quick checks take the first six. */
 static const size_t full_shapes[][2] = {{64, 128},   {7, 256},   {1, 4096},    {257, 1024},
                                         {301, 5120}, {100, 2688}, {4096, 4096}, {12288, 4096}};
 #define QUICK_SHAPES 6
+/* A simulator's (hooks.tiny): one block, a part of a tile, four whole
+ * tiles, and two tiles and a part, on few rows. */
+static const size_t tiny_shapes[][2] = {{64, 128}, {7, 256}, {1, 4096}, {9, 2688}};
+
+static size_t shape_count(bool quick) {
+  return hooks.tiny ? BML_ARRAY_SIZE(tiny_shapes) : quick ? QUICK_SHAPES : BML_ARRAY_SIZE(full_shapes);
+}
+
+static const size_t *shape_at(size_t s) { return hooks.tiny ? tiny_shapes[s] : full_shapes[s]; }
 
 /* Random and layer-shaped data of one shape, and the CPU's answer. */
 typedef struct {
@@ -268,7 +278,7 @@ static int make_case(size_t rows, size_t n, bool layer, uint64_t seed, case_data
  * NaN (their lanes' infinities of both signs meet), and about one in a
  * hundred is an infinity, which a kernel that makes inf * 0 of the wrong
  * form would turn into NaN.  Rows of two blocks. */
-#define INF_ROWS 2048
+#define INF_ROWS (hooks.tiny ? (size_t)32 : (size_t)2048)
 #define INF_N 256
 static int make_infinite_case(case_data *d) {
   int rc = gen_case(INF_ROWS, INF_N, false, 0x1f1f1f1fu, d);
@@ -301,10 +311,10 @@ static void check_case(run *v, card_state *cs, bml__kernel_id k, size_t rows, si
  * poisoned buffers: a kernel that leaves them alone cannot pass on the
  * answer another kernel left there. */
 static void check_shapes(run *v, card_state *cs, bml__kernel_id k, bool quick) {
-  size_t nshapes = quick ? QUICK_SHAPES : BML_ARRAY_SIZE(full_shapes);
+  size_t nshapes = shape_count(quick);
   for (size_t s = 0; s < nshapes; s++)
     for (int layer = 0; layer < 2; layer++) {
-      size_t rows = full_shapes[s][0], n = full_shapes[s][1];
+      size_t rows = shape_at(s)[0], n = shape_at(s)[1];
       case_data d = {0};
       int rc = make_case(rows, n, layer, 0x5eed0000u + 0x100u * (unsigned)k + s * 2 + (unsigned)layer, &d);
       check_case(v, cs, k, rows, n, layer ? "layer" : "random", rc, &d);
@@ -393,7 +403,7 @@ static int run_batch(card_state *cs, bml__batched_id k, batch_case *bc, size_t n
  * golden cases. */
 static void check_batched(run *v, card_state *cs, bml__batched_id k, const bml__golden_q1 *g, int ng, bool quick) {
   /* the shapes in both regimes, the infinite scale, then ggml's cases */
-  const size_t nshapes = quick ? QUICK_SHAPES : BML_ARRAY_SIZE(full_shapes), inf_at = nshapes * 2,
+  const size_t nshapes = shape_count(quick), inf_at = nshapes * 2,
                nown = inf_at + 1, ncases = nown + (size_t)ng;
   const char *fma = cs->build->emulated_fma ? "emulated" : "native";
   case_data *d = calloc(nown, sizeof *d);
@@ -402,7 +412,7 @@ static void check_batched(run *v, card_state *cs, bml__batched_id k, const bml__
   int rc = d && bc ? 0 : BML_ENOMEM;
   for (size_t i = 0; rc == 0 && i < nown; i++) {
     const bool inf = i == inf_at;
-    size_t rows = inf ? INF_ROWS : full_shapes[i / 2][0], n = inf ? INF_N : full_shapes[i / 2][1];
+    size_t rows = inf ? INF_ROWS : shape_at(i / 2)[0], n = inf ? INF_N : shape_at(i / 2)[1];
     rc = inf ? make_infinite_case(&d[i]) : make_case(rows, n, i % 2, 0xba7c0000u + 0x100u * (unsigned)k + (unsigned)i, &d[i]);
     bc[i] = (batch_case){d[i].w, d[i].a, d[i].want, rows, n, {0}, 0, 0};
   }
