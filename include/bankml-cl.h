@@ -286,7 +286,10 @@ typedef struct {
   uint32_t cpu_bits, card_bits; /* its bits on the CPU and on the card */
   double ms;               /* the card's wall-clock time for the check (a batched
                               kernel's lines: the whole batch's, on each line) */
-  const char *detail;      /* why it failed (an OpenCL error, a build log), or NULL */
+  const char *detail;      /* why it failed (an OpenCL error, a build log), or NULL; a
+                              "build" line that is ok says why that fma's build was left
+                              out (its compiler refused it; the card is checked with the
+                              other fma alone) */
   int batched;             /* 1: a batched kernel's line, checked in one launch with
                               the others (ms is that batch's) */
 } bml_verify_line;

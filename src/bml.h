@@ -85,7 +85,7 @@ const float *bml__half_table(void);
  * thread); rows() computes a run of rows from it.  Both get n already
  * checked (a positive multiple of 128). */
 typedef struct bml__q1_0_kernel {
-  const char *name;                      /* "ref", "avx2", "avx512" */
+  const char *name;                      /* "ref", "avx2", "avx512", "neon", "neon-dot" */
   bool (*supported)(void);               /* does this CPU run it? */
   size_t (*prep_size)(size_t n);         /* scratch bytes for prep (64-byte aligned) */
   void (*prep)(const bml_block_q8_0 *a, size_t n, void *scratch);
@@ -109,6 +109,10 @@ extern const bml__q1_0_kernel bml__q1_0_avx2;
 #endif
 #ifdef BML_HAVE_AVX512
 extern const bml__q1_0_kernel bml__q1_0_avx512;
+#endif
+#ifdef BML_HAVE_NEON
+extern const bml__q1_0_kernel bml__q1_0_neon;     /* AArch64 Advanced SIMD */
+extern const bml__q1_0_kernel bml__q1_0_neon_dot; /* with ARMv8.2's dot product (SDOT) */
 #endif
 
 /* The activation as the SIMD paths read it: n quants, their

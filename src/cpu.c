@@ -12,6 +12,10 @@ static const bml__q1_0_kernel *const kernels[] = {
 #ifdef BML_HAVE_AVX512
     &bml__q1_0_avx512,
 #endif
+#ifdef BML_HAVE_NEON
+    &bml__q1_0_neon,
+    &bml__q1_0_neon_dot,
+#endif
     NULL,
 };
 

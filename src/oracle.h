@@ -10,6 +10,8 @@ typedef struct {
   const char *extra_options; /* appended to every build: -DBML_TEST_UNFUSED_OUTER=1, a bad option */
   bool force_emulated;       /* use the emulated fma even where the native one is exact */
   bool quick;                /* the small shapes only */
+  bool tiny;                 /* four small shapes of few rows, and the infinite scale on 32 rows,
+                                instead: a simulator's (oclgrind) */
   size_t max_chunk_rows;     /* split matrices into chunks of at most this many rows */
   size_t wg;                 /* work-group size of q1_0_mat_vec (0: 64) */
   cl_ulong local_mem;        /* pretend the card has this much local memory (0: what it says) */

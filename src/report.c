@@ -56,7 +56,8 @@ static json_t *fp32_json(cl_device_fp_config c) {
 /* The extensions that matter to bankml-cl, as booleans. */
 static json_t *extensions_json(const char *ext) {
   return json_pack(
-      "{s:b, s:b, s:b, s:b, s:b}", "fp16", bml__cl_has_extension(ext, "cl_khr_fp16"), "subgroups",
+      "{s:b, s:b, s:b, s:b, s:b, s:b}", "fp16", bml__cl_has_extension(ext, "cl_khr_fp16"), "fp64",
+      bml__cl_has_extension(ext, "cl_khr_fp64"), "subgroups",
       bml__cl_has_extension(ext, "cl_khr_subgroups") || bml__cl_has_extension(ext, "cl_intel_subgroups"),
       "integer_dot_product", bml__cl_has_extension(ext, "cl_khr_integer_dot_product"),
       "pci_bus_info", bml__cl_has_extension(ext, "cl_khr_pci_bus_info"), "uuid",

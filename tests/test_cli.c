@@ -327,7 +327,8 @@ Test(cli, bench_quick_json_reports_every_measurement_exact) {
   cr_expect_str_eq(string_of(root, "bankml_cl_version"), bml_version_string());
   cr_expect_str_eq(string_of(root, "mode"), "cpu");
   const char *path = string_of(root, "cpu_path");
-  cr_expect(strcmp(path, "ref") == 0 || strcmp(path, "avx2") == 0 || strcmp(path, "avx512") == 0,
+  cr_expect(strcmp(path, "ref") == 0 || strcmp(path, "avx2") == 0 || strcmp(path, "avx512") == 0 ||
+                strcmp(path, "neon") == 0 || strcmp(path, "neon-dot") == 0,
             "cpu_path %s", path);
   cr_expect_geq(integer_of(root, "threads_available"), 1);
   cr_expect_eq(integer_of(root, "runs"), 5);

@@ -857,3 +857,81 @@ Test(devices, real_pocl_is_selected_with_the_software_flag) {
   bml_devices_free(l);
   bml_log_set_sink(NULL, NULL);
 }
+
+/* ---- boards: GPUs without PCI, and drivers with nothing optional ---------------- */
+
+/* A board's one GPU, from scenario on the sysfs tree: listed once,
+ * integrated (host-unified), usable and selected though its driver has
+ * no PCI information and none of OpenCL's optional features, described
+ * from sysfs and the device tree; its report as JSON in *root. */
+static const bml_device *board_gpu(const char *scenario, const char *sysfs, bml_devices **l, json_t **root) {
+  use_fake(scenario, sysfs);
+  *l = discover();
+  cr_assert_eq(bml_devices_count(*l), 1);
+  const bml_device *d = bml_devices_get(*l, 0);
+  cr_expect_eq(d->kind, BML_KIND_INTEGRATED);
+  cr_expect(d->usable && d->selected, "%s: %s", d->name, d->why_not ? d->why_not : "not selected");
+  cr_expect_null(d->pci_address);
+  cr_expect_str_eq(d->matched_by, "drm", "a SoC GPU, matched through its platform device");
+  *root = report(*l);
+  json_t *dj = device_json(*root, 0), *ext = json_object_get(dj, "extensions");
+  cr_expect(json_is_null(json_object_get(dj, "pci")));
+  cr_expect(json_is_false(json_object_get(ext, "fp64")) && json_is_false(json_object_get(ext, "fp16")) &&
+                json_is_false(json_object_get(ext, "subgroups")),
+            "the scenario's device has no optional feature");
+  cr_expect_eq(json_integer_value(json_object_get(json_object_get(*root, "selected"), 0)), 0);
+  return d;
+}
+
+/* ARM's kbase driver: no DRM node, the GPU found as /sys/class/misc/mali0
+ * and its platform device, the model from kbase's gpuinfo; libmali's
+ * OpenCL 3.0 without any optional feature, its largest buffer a quarter
+ * of the memory. */
+Test(devices, a_mali_under_kbase_without_optional_features_is_a_usable_integrated_gpu) {
+  bml_devices *l;
+  json_t *root;
+  board_gpu("mali-kbase", "kbase", &l, &root);
+  json_t *dj = device_json(root, 0);
+  cr_expect_str_eq(jstr(dj, "sysfs.driver"), "mali");
+  cr_expect_str_eq(jstr(dj, "sysfs.model"), "Mali-G610 4 cores r0p0 0xA867");
+  cr_expect_str_eq(jstr(dj, "sysfs.platform_device"), "devices/platform/fb000000.gpu");
+  cr_expect(json_is_null(json_object_get(json_object_get(dj, "sysfs"), "drm_card")), "kbase has no DRM card");
+  cr_expect_str_eq(jstr(dj, "opencl_version"), "OpenCL 3.0 v1.g6p0-01eac.f2b3a3f6c1d9ab0a42c9da17cd4a8b15");
+  const json_int_t global = json_integer_value(json_object_get(dj, "global_mem_bytes"));
+  cr_expect_eq(json_integer_value(json_object_get(dj, "max_alloc_bytes")), global / 4);
+  json_decref(root);
+  bml_devices_free(l);
+}
+
+/* Qualcomm's kgsl driver: the GPU found as /sys/class/kgsl/kgsl-3d0, the
+ * model from its gpu_model; an OpenCL 1.2 driver with nothing optional. */
+Test(devices, an_adreno_under_kgsl_with_opencl_1_2_only_is_a_usable_integrated_gpu) {
+  bml_devices *l;
+  json_t *root;
+  board_gpu("adreno-kgsl", "kgsl", &l, &root);
+  json_t *dj = device_json(root, 0);
+  cr_expect_str_eq(jstr(dj, "sysfs.driver"), "kgsl-3d");
+  cr_expect_str_eq(jstr(dj, "sysfs.model"), "Adreno635v2");
+  cr_expect_str_eq(jstr(dj, "sysfs.platform_device"), "devices/platform/3d00000.gpu");
+  cr_expect_str_eq(jstr(dj, "opencl_c_version"), "OpenCL C 1.2 Adreno(TM) 635");
+  json_decref(root);
+  bml_devices_free(l);
+}
+
+/* The same Mali with Mesa's drivers (panfrost, rusticl): found through its
+ * DRM card and the device tree's compatible. */
+Test(devices, a_mali_under_panfrost_is_described_from_the_device_tree) {
+  use_fake("mixed", "panfrost");
+  bml_devices *l = discover_scenario("[platform]\nicd = a\nname = rusticl\nvendor = Mesa/X.org\nextensions = cl_khr_icd\n"
+                                     "[device]\ntype = gpu\nname = Mali-G610 (Panfrost)\nvendor = Mesa\n"
+                                     "vendor_id = 0x13b5\nversion = OpenCL 3.0\nhost_unified = 1\n");
+  cr_assert_eq(bml_devices_count(l), 1);
+  const bml_device *d = bml_devices_get(l, 0);
+  cr_expect(d->usable, "%s", d->why_not ? d->why_not : "");
+  json_t *root = report(l), *dj = device_json(root, 0);
+  cr_expect_str_eq(jstr(dj, "sysfs.driver"), "panfrost");
+  cr_expect_str_eq(jstr(dj, "sysfs.model"), "arm,mali-valhall-csf", "the device tree's first compatible");
+  cr_expect_str_eq(jstr(dj, "sysfs.drm_card"), "card0");
+  json_decref(root);
+  bml_devices_free(l);
+}

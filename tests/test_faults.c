@@ -1,8 +1,8 @@
 /* test_faults.c -- OpenCL calls that fail on the card path, made to fail here: this program defines
- * clEnqueueWriteBuffer, clEnqueueUnmapMemObject and clEnqueueNDRangeKernel itself (exported, so the
- * library's table of the loader's entry points, which takes the process's own definitions first,
- * comes here), and passes each call on to the ICD loader's unless a test has asked for that call to
- * fail.  On PoCL (BANKML_GPU_SOFTWARE=1); skips without a device. */
+ * clBuildProgram, clEnqueueWriteBuffer, clEnqueueUnmapMemObject and clEnqueueNDRangeKernel itself
+ * (exported, so the library's table of the loader's entry points, which takes the process's own
+ * definitions first, comes here), and passes each call on to the ICD loader's unless a test has
+ * asked for that call to fail.  On PoCL (BANKML_GPU_SOFTWARE=1); skips without a device. */
 #define _GNU_SOURCE
 #define BML_CL_DIRECT /* the definitions below are the entry points' own names */
 #include <criterion/criterion.h>
@@ -24,6 +24,11 @@
 /* The next call of each kind fails on its Nth (1: the next; 0: none fail). */
 static atomic_int fail_write, fail_unmap;
 static atomic_bool fail_probe; /* launches of bml_fma_probe fail */
+/* Which builds fail, as a driver's compiler that refuses one variant:
+ * those of the emulated fma (options with -DBML_EMULATE_FMA=1), those of
+ * the native one, or both. */
+enum { BUILDS_PASS, EMULATED_FAILS, NATIVE_FAILS, BOTH_FAIL };
+static atomic_int fail_builds;
 
 static void *real(const char *name) {
   void *f = dlsym(RTLD_NEXT, name);
@@ -36,6 +41,17 @@ static bool fails(atomic_int *n) {
   int left = atomic_load(n);
   while (left > 0 && !atomic_compare_exchange_weak(n, &left, left - 1)) continue;
   return left == 1;
+}
+
+CL_API_ENTRY cl_int CL_API_CALL clBuildProgram(cl_program p, cl_uint ndev, const cl_device_id *dev, const char *options,
+                                               void(CL_CALLBACK *notify)(cl_program, void *), void *user) {
+  typedef cl_int (*fn)(cl_program, cl_uint, const cl_device_id *, const char *, void(CL_CALLBACK *)(cl_program, void *),
+                       void *);
+  const bool emulated = options && strstr(options, "-DBML_EMULATE_FMA=1");
+  const int mode = atomic_load(&fail_builds);
+  if (mode == BOTH_FAIL || (mode == EMULATED_FAILS && emulated) || (mode == NATIVE_FAILS && !emulated))
+    return CL_BUILD_PROGRAM_FAILURE;
+  return ((fn)real("clBuildProgram"))(p, ndev, dev, options, notify, user);
 }
 
 CL_API_ENTRY cl_int CL_API_CALL clEnqueueWriteBuffer(cl_command_queue q, cl_mem b, cl_bool blocking, size_t off,
@@ -228,4 +244,89 @@ Test(faults, a_probe_that_cannot_run_is_named_not_taken_for_wrong_bits) {
   cr_expect(strstr(logged, "NOT VERIFIED \u2014 fma probe: the probe kernel failed") != NULL, "%s", logged);
   bml_worker_close(w);
   bml_pool_close(pool);
+}
+
+/* ---- a build that fails on one variant ------------------------------------------ */
+
+typedef struct {
+  size_t builds_ok, builds_refusing, native_checks, emulated_checks;
+  char left_out[64], detail[512];
+} variants_seen;
+
+static void on_variant_line(void *ctx, const bml_verify_line *line) {
+  variants_seen *s = ctx;
+  if (strcmp(line->check, "build") == 0) {
+    if (line->ok) {
+      s->builds_ok++;
+      snprintf(s->left_out, sizeof s->left_out, "%s", line->fma);
+      snprintf(s->detail, sizeof s->detail, "%s", line->detail ? line->detail : "");
+    } else {
+      s->builds_refusing++;
+    }
+  } else if (strncmp(line->check, "q1_0_", 5) == 0) {
+    ++*(strcmp(line->fma, "native") == 0 ? &s->native_checks : &s->emulated_checks);
+  }
+}
+
+/* Verifies the first selected device with builds failing as mode says:
+ * returns what verify did, the lines seen and the build in use. */
+static int verify_with_builds(int mode, variants_seen *s, bool *emulated_in_use) {
+  bml_devices *l;
+  bml__card_close(open_card(&l)); /* a skip when there is no device */
+  size_t i = 0;
+  while (!bml_devices_get(l, i)->selected) i++;
+  bml_verify_options o;
+  bml_verify_options_init(&o);
+  o.on_line = on_variant_line;
+  o.ctx = s;
+  bml__card *card = NULL;
+  bml__build use = {0};
+  atomic_store(&fail_builds, mode);
+  const int rc = bml__oracle_verify(&l->dev[i], i, &o, &card, &use);
+  atomic_store(&fail_builds, BUILDS_PASS);
+  *emulated_in_use = use.emulated_fma;
+  bml__build_release(&use);
+  bml__card_close(card);
+  bml_devices_free(l);
+  return rc;
+}
+
+/* A compiler that refuses the emulated fma's build (longer code, which a
+ * phone's compiler may not take) but builds the native one: the card is
+ * verified and used with the native fma, and the line says what was left
+ * out.  (PoCL's fma is correctly rounded, so the native build passes.) */
+Test(faults, a_card_whose_emulated_build_fails_is_verified_with_the_native_one) {
+  variants_seen s = {0};
+  bool emulated = true;
+  cr_expect_eq(verify_with_builds(EMULATED_FAILS, &s, &emulated), 0);
+  cr_expect(!emulated, "the build in use is the emulated one, which did not build");
+  cr_expect_eq(s.builds_ok, 1);
+  cr_expect_eq(s.builds_refusing, 0);
+  cr_expect_str_eq(s.left_out, "emulated");
+  cr_expect(strstr(s.detail, "left out") && strstr(s.detail, "CL_BUILD_PROGRAM_FAILURE"), "%s", s.detail);
+  cr_expect_gt(s.native_checks, 0);
+  cr_expect_eq(s.emulated_checks, 0, "checks ran on a build that does not exist");
+}
+
+/* The other way round: the emulated fma alone is built, probed, checked
+ * and used. */
+Test(faults, a_card_whose_native_build_fails_is_verified_with_the_emulated_one) {
+  variants_seen s = {0};
+  bool emulated = false;
+  cr_expect_eq(verify_with_builds(NATIVE_FAILS, &s, &emulated), 0);
+  cr_expect(emulated, "the build in use is the native one, which did not build");
+  cr_expect_eq(s.builds_ok, 1);
+  cr_expect_str_eq(s.left_out, "native");
+  cr_expect_gt(s.emulated_checks, 0);
+  cr_expect_eq(s.native_checks, 0);
+}
+
+/* Neither builds: the card is refused, a line for each. */
+Test(faults, a_card_that_builds_neither_variant_is_refused) {
+  variants_seen s = {0};
+  bool emulated = false;
+  cr_expect_eq(verify_with_builds(BOTH_FAIL, &s, &emulated), BML_EVERIFY);
+  cr_expect_eq(s.builds_refusing, 2);
+  cr_expect_eq(s.builds_ok, 0);
+  cr_expect_eq(s.native_checks + s.emulated_checks, 0);
 }

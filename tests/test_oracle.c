@@ -1,6 +1,7 @@
 /* test_oracle.c -- the on-card oracle on a real OpenCL implementation (a GPU where there is one, else PoCL): it passes, and it can fail. */
 #include <criterion/criterion.h>
 
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -116,6 +117,79 @@ Test(oracle, kernel_helpers_are_static_inline) {
   }
   fclose(f);
   cr_expect_gt(helpers, 10, "the helpers were not found (%d)", helpers);
+}
+
+/* cl/q1_0.cl without its comments, in a buffer the caller frees. */
+static char *kernel_source_code(void) {
+  char path[4096];
+  snprintf(path, sizeof path, "%s/cl/q1_0.cl", getenv("BANKML_TOP_SRCDIR"));
+  FILE *f = fopen(path, "r");
+  cr_assert_not_null(f, "cannot open %s", path);
+  static char text[1 << 17];
+  const size_t len = fread(text, 1, sizeof text - 1, f);
+  fclose(f);
+  cr_assert_lt(len, sizeof text - 1, "cl/q1_0.cl is larger than the test reads");
+  text[len] = '\0';
+  char *code = calloc(1, len + 1), *o = code;
+  cr_assert_not_null(code);
+  for (const char *p = text; *p;) {
+    if (p[0] == '/' && p[1] == '*') {
+      const char *e = strstr(p + 2, "*/");
+      p = e ? e + 2 : p + strlen(p);
+    } else if (p[0] == '/' && p[1] == '/') {
+      while (*p && *p != '\n') p++;
+    } else {
+      *o++ = *p++;
+    }
+  }
+  return code;
+}
+
+/* Boards' drivers are often OpenCL 1.2, or 3.0 with none of its optional
+ * features: no fp64, no fp16, no subgroups.  The kernels need none of
+ * them: no subgroup built-in, `half` only as the type of the pointers
+ * vload_half and vstore_half take (core OpenCL C 1.2), and `double` and
+ * cl_khr_fp64 only in the test-only build that fakes a twice-rounded fma
+ * (-DBML_TEST_DOUBLE_ROUNDED_FMA=1).  The host side is compiled for
+ * OpenCL 1.2's API (CL_TARGET_OPENCL_VERSION 120, src/clinc.h) and the
+ * build asks for no -cl-std (OpenCL C 1.2, the default). */
+Test(oracle, the_kernels_need_no_optional_feature_of_opencl) {
+  char *code = kernel_source_code();
+  int depth = 0, test_only_at = -1, halves = 0;
+  char *save = NULL;
+  for (char *line = strtok_r(code, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+    while (*line == ' ') line++;
+    if (strncmp(line, "#if", 3) == 0) {
+      depth++;
+      if (strstr(line, "defined(BML_TEST_DOUBLE_ROUNDED_FMA)") && strncmp(line, "#if defined", 11) == 0)
+        test_only_at = depth;
+    } else if (strncmp(line, "#endif", 6) == 0) {
+      if (test_only_at == depth) test_only_at = -1;
+      depth--;
+    } else if ((strncmp(line, "#else", 5) == 0 || strncmp(line, "#elif", 5) == 0) && test_only_at == depth) {
+      test_only_at = -1;
+    }
+    cr_expect_null(strstr(line, "sub_group"), "a subgroup built-in: %s", line);
+    cr_expect_null(strstr(line, "cl_khr_fp16"), "cl_khr_fp16: %s", line);
+    if (test_only_at < 0) {
+      cr_expect_null(strstr(line, "cl_khr_fp64"), "cl_khr_fp64 outside the test-only build: %s", line);
+      for (const char *p = line; (p = strstr(p, "double")) != NULL; p += 6)
+        cr_expect((p > line && (isalnum((unsigned char)p[-1]) || p[-1] == '_')) || isalnum((unsigned char)p[6]) ||
+                      p[6] == '_',
+                  "double outside the test-only build: %s", line);
+    }
+    for (const char *p = line; (p = strstr(p, "half")) != NULL; p += 4) {
+      if ((p > line && (isalnum((unsigned char)p[-1]) || p[-1] == '_')) || isalnum((unsigned char)p[4]) || p[4] == '_')
+        continue; /* vload_half2, half2, bml_d0half: not the type */
+      const char *q = p + 4;
+      while (*q == ' ') q++;
+      cr_expect_eq(*q, '*', "half used as a value, which needs cl_khr_fp16: %s", line);
+      halves++;
+    }
+  }
+  cr_expect_eq(depth, 0, "the #if blocks did not balance");
+  cr_expect_gt(halves, 0, "no half pointer found: the test no longer reads what it means to");
+  free(code);
 }
 
 Test(oracle, both_kernels_and_the_emulated_fma_pass_every_regime_on_the_card) {
@@ -829,6 +903,54 @@ static bml__card *card_opened(bml_devices **list, size_t *index) {
   bml__card *c = NULL;
   cr_assert_eq(bml__card_open(&(*list)->dev[*index].cl, &c, err, sizeof err), 0, "%s", err);
   return c;
+}
+
+/* Boards' drivers cap a buffer at a quarter of their memory or less
+ * (CL_DEVICE_MAX_MEM_ALLOC_SIZE: 1792 MiB of 7 GiB on an Adreno 635): a
+ * matrix whose bits exceed the cap is cut into chunks of rows, no slab's
+ * buffer exceeds it, and every kernel gives the CPU's bits across the
+ * chunks.  Here the cap is 64 KiB: 301x5120 (640 bytes of bits a row) takes
+ * three chunks of 102 rows at most. */
+Test(oracle, a_card_whose_largest_buffer_is_small_cuts_matrices_and_keeps_the_bits) {
+  size_t i;
+  bml_devices *l;
+  bml__card *c = card_opened(&l, &i);
+  c->max_alloc = 64 << 10;
+  const size_t rows = 301, n = 5120;
+  bml_block_q1_0 *w = malloc(rows * (n / 128) * sizeof *w);
+  bml_block_q8_0 *a = malloc(n / 32 * sizeof *a);
+  float *want = malloc(rows * sizeof *want), *got = malloc(rows * sizeof *got);
+  cr_assert(w && a && want && got);
+  uint64_t seed = 0xa110cu;
+  bml__gen_q1_0(&seed, w, rows, n, false);
+  cr_assert_eq(bml__gen_q8_0(&seed, a, n, false), 0);
+  cr_assert_eq(bml__q1_0_run(&bml__q1_0_ref, w, rows, n, a, want), 0);
+  bml__build b;
+  char *log = NULL;
+  cr_assert_eq(bml__card_build(c, false, NULL, &b, &log), 0, "%s", log ? log : "");
+  free(log);
+  cr_expect_null(strstr(b.options, "-cl-std"), "the build asks for an OpenCL C version: %s", b.options);
+  bml__rows_part part = {w, rows};
+  bml__card_matrix m = {0};
+  cr_assert_eq(bml__card_matrix_upload(c, &part, 1, n, false, &m), 0);
+  cr_expect_eq(m.nchunks, 3, "%zu chunks", m.nchunks);
+  for (size_t s = 0; s < c->nslabs; s++)
+    cr_expect_leq((uint64_t)c->slabs[s].cap * 16, c->max_alloc, "slab %zu: %zu row-blocks of bits", s, c->slabs[s].cap);
+  bml__card_buf act = {0}, out = {0};
+  for (int k = 0; k < BML_KERNEL_COUNT; k++) {
+    memset(got, 0, rows * sizeof *got);
+    cr_assert_eq(bml__card_product(c, &b, (bml__kernel_id)k, 0, &m, a, &act, &out, got), 0);
+    const long r = bml__first_difference(want, got, rows);
+    cr_expect(r < 0, "%s: row %ld differs (cpu 0x%08x, card 0x%08x)", bml__kernel_name((bml__kernel_id)k), r,
+              r < 0 ? 0 : bml__float_bits(want[r]), r < 0 ? 0 : bml__float_bits(got[r]));
+  }
+  bml__card_buf_free(&act);
+  bml__card_buf_free(&out);
+  bml__card_matrix_free(c, &m);
+  bml__build_release(&b);
+  bml__card_close(c);
+  bml_devices_free(l);
+  free(w), free(a), free(want), free(got);
 }
 
 Test(oracle, slabs_reuse_freed_ranges_merge_them_and_release_empty_slabs) {

@@ -112,6 +112,29 @@ Test(q1_0, golden_file_has_every_regime) {
 Test(q1_0, reference_path_matches_ggml) { golden_through_path("ref"); }
 Test(q1_0, avx2_path_matches_ggml) { golden_through_path("avx2"); }
 Test(q1_0, avx512_path_matches_ggml) { golden_through_path("avx512"); }
+Test(q1_0, neon_path_matches_ggml) { golden_through_path("neon"); }
+Test(q1_0, neon_dot_path_matches_ggml) { golden_through_path("neon-dot"); }
+
+/* The path products take unless a test forces one: BANKML_CPU_PATH's when
+ * this CPU runs it, else the last (the best) this CPU runs.  Where the CPU
+ * is known, BANKML_TEST_CPU_PATH names the path it must be: .ci/run runs
+ * this suite under qemu as a CPU with the dot product (-cpu max: neon-dot)
+ * and as one without (cortex-a53: neon), so a path that says it runs where
+ * it cannot, or the wrong way round, fails here. */
+Test(q1_0, the_automatic_path_is_the_best_this_cpu_runs_or_the_one_named) {
+  const bml__q1_0_kernel *const *ks = bml__q1_0_kernels();
+  const bml__q1_0_kernel *best = NULL;
+  for (size_t k = 0; ks[k]; k++)
+    if (ks[k]->supported()) best = ks[k];
+  cr_assert_not_null(best, "not even the reference is supported");
+  const char *want = getenv("BANKML_CPU_PATH");
+  for (size_t k = 0; want && *want && ks[k]; k++)
+    if (strcmp(ks[k]->name, want) == 0 && ks[k]->supported()) best = ks[k];
+  cr_expect_str_eq(bml__q1_0_kernel_active()->name, best->name, "BANKML_CPU_PATH=%s", want ? want : "(unset)");
+  cr_expect_str_eq(bml_cpu_path(), best->name);
+  const char *known = getenv("BANKML_TEST_CPU_PATH");
+  if (known && *known) cr_expect_str_eq(bml_cpu_path(), known, "BANKML_TEST_CPU_PATH");
+}
 
 Test(q1_0, reference_differs_from_ggml_generic_where_ggml_says_so) {
   /* The scalar column is another order; our reference must not be it. */
