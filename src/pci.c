@@ -57,16 +57,16 @@ int bml__pci_addr_parse(const char *s, bml__pci_addr *out) {
 
 /* ---- method 1: libpci ------------------------------------------------------------ */
 /* libpci reports errors through a callback that must not return (its default
- * one exits) and that gets no context pointer.  So one session at a time runs
+ * one exits) and that gets no context pointer.  So one use of libpci at a time runs
  * under a lock, with the state here: lp_error() records the message and jumps
- * back to lp_run(), which frees what the session held.  libpci never prints:
+ * back to lp_run(), which frees what that use held.  libpci never prints:
  * warnings become notes, debug messages go to the "pci" log category. */
 static struct {
   pthread_mutex_t lock;
   sigjmp_buf jmp;
   char msg[256], last_warning[256];
   bml__notes *notes;
-  struct pci_access *acc; /* the session's handles, released by lp_run */
+  struct pci_access *acc; /* the use's handles, released by lp_run */
   struct pci_dev *dev;
 } lp = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
@@ -107,7 +107,7 @@ static BML_PRINTF(1, 2) void lp_debug(char *fmt, ...) {
   if (buf[0]) bml__debug(BML_CAT_PCI, "libpci: %s", buf);
 }
 
-/* Opens a session on fs's sysfs tree; errors jump out through lp_error. */
+/* Opens libpci on fs's sysfs tree; errors jump out through lp_error. */
 static struct pci_access *lp_open(const bml__sysfs *fs) {
   char path[PATH_MAX];
   struct pci_access *acc = lp.acc = pci_alloc();
@@ -125,7 +125,7 @@ static struct pci_access *lp_open(const bml__sysfs *fs) {
   return acc;
 }
 
-/* Releases the session's handles; an error on the way is ignored. */
+/* Releases the use's handles; an error on the way is ignored. */
 static void lp_close(void) {
   if (sigsetjmp(lp.jmp, 0) == 0) {
     if (lp.dev) pci_free_dev(lp.dev);
@@ -138,7 +138,7 @@ static void lp_close(void) {
 
 typedef int (*lp_job)(struct pci_access *acc, bml__pci_addr addr, bml__pci_info *out);
 
-/* Runs job in a libpci session.  Returns the job's result, or BML_EIO after
+/* Runs job with libpci opened for it.  Returns the job's result, or BML_EIO after
  * a note with libpci's message when libpci failed. */
 static int lp_run(lp_job job, const bml__sysfs *fs, bml__pci_addr addr, bml__pci_info *out,
                   bml__notes *notes) {
