@@ -327,8 +327,8 @@ static inline void bml_lsrc_load(bml_lsrc *x, uint u, uint tile, uint nb, __glob
 /* -DBML_TMA_SRC=1 (NVIDIA's build, compute capability 9.0 on): a step's table sources (its tile's
  * quants and scales d1, 1152 bytes for a full tile) come into local memory by the TMA's bulk copy
  * (PTX's cp.async.bulk, whose completion an mbarrier counts in bytes), not by each work-item's
- * loads.  Those loads had waited behind the weights' loads (Nsight Compute's counters of the
- * kernel's PTX on the H200: doc/PERFORMANCE.md).  ssh: two mbarriers, then two slots of quants (1024 bytes each),
+ * loads.  Those loads had waited behind the weights' loads: the counters in doc/PERFORMANCE.md
+ * ("NVIDIA's build", BML_TMA_SRC).  ssh: two mbarriers, then two slots of quants (1024 bytes each),
  * then two of scales (128 each); step k's sources are in slot k % 2.  Work-item 0 issues step
  * k's copies after step k - 3's barrier (slot k % 2 held step k - 2's sources, which step k - 3's
  * build read before it), and the work-group waits for them (phase (k / 2) % 2 of the slot's
