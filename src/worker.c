@@ -1681,9 +1681,9 @@ static int check_batches(bml_worker *w, char *why, size_t len, bool *bits) {
  * driver, where it places buffers in host memory (cl_nv_create_buffer),
  * the results are zero-copy (the kernels write them over the bus) and the
  * activations copied: every work-group reads the whole activation, which
- * over the bus took a bonsai-8b token from 4.1-4.5 ms to 12.4-14.4 ms on
- * the H200, where zero-copy results took it from 4.9-5.2 to 4.1-4.5
- * (doc/PERFORMANCE.md).  Copies elsewhere.  The open's check runs the
+ * over the bus took a bonsai-8b token with round trips from 4.1-4.5 ms to
+ * 12.4-14.4 ms on the H200, where zero-copy results took it from 4.9-5.2
+ * to 4.1-4.5 (tools/harness/tripfit.c; doc/WORKER.md).  Copies elsewhere.  The open's check runs the
  * batches through these, and falls back to copies where they give other
  * bits.  A wait polls its event for WAIT_SPIN first, except on a software
  * device, whose own threads would lose the core it spins on. */
