@@ -5,10 +5,12 @@
 #include <errno.h>
 #include <locale.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 unsigned bml__debug_category(const char *name, size_t len);
+#define DEBUG_KNOWN "all, pool, cpu, device, pci, build, oracle, worker, env"
 
 /* A number starts with a digit, or a minus and a digit (a '.' too for a
  * decimal): strtol and strtod would also skip any white space (a newline
@@ -110,21 +112,44 @@ int bml__env_sysfs_root(const char **out) {
   return 0;
 }
 
+/* Appends "name" (cut past 32 bytes) to the list of unknown categories in
+ * buf, ", "-separated, until it would pass cap - 8 bytes: then "..." once. */
+static void list_unknown(char *buf, size_t cap, const char *name, size_t len) {
+  size_t used = strlen(buf);
+  if (used >= cap - 8) return; /* already full, and said so */
+  const int shown = len > 32 ? 29 : (int)len;
+  int n = snprintf(buf + used, cap - used, "%s\"%.*s%s\"", used ? ", " : "", shown, name, len > 32 ? "..." : "");
+  if (n < 0 || used + (size_t)n >= cap - 8) snprintf(buf + used, cap - used, "%s...", used ? ", " : "");
+}
+
+/* The categories of BANKML_DEBUG.  Names it does not know are one warning
+ * that lists them (20,000 of them were 20,000 warnings, each repeating
+ * the whole value: 41 MB on stderr). */
 unsigned bml__env_debug(void) {
   const char *v = env_value("BANKML_DEBUG");
   if (!v) return 0;
   if (strcmp(v, "all") == 0 || strcmp(v, "1") == 0) return ~0u;
   unsigned mask = 0;
+  size_t unknown = 0;
+  char names[200] = "";
   for (const char *p = v; *p;) {
     size_t len = strcspn(p, ",");
     unsigned cat = bml__debug_category(p, len);
-    if (cat == 0 && len > 0)
-      bml__warn(BML_CAT_ENV, "BANKML_DEBUG=\"%s\": unknown category \"%.*s\" ignored "
-                "(known: all, pool, cpu, device, pci, build, oracle, worker, env)", v, (int)len, p);
+    if (cat == 0 && len > 0) {
+      unknown++;
+      list_unknown(names, sizeof names, p, len);
+    }
     mask |= cat;
     p += len;
     if (*p == ',') p++;
   }
+  const size_t vlen = strlen(v);
+  if (unknown == 1)
+    bml__warn(BML_CAT_ENV, "BANKML_DEBUG=\"%.*s%s\": unknown category %s ignored (known: %s)", vlen > 64 ? 61 : (int)vlen,
+              v, vlen > 64 ? "..." : "", names, DEBUG_KNOWN);
+  else if (unknown > 1)
+    bml__warn(BML_CAT_ENV, "BANKML_DEBUG=\"%.*s%s\": %zu unknown categories ignored: %s (known: %s)",
+              vlen > 64 ? 61 : (int)vlen, v, vlen > 64 ? "..." : "", unknown, names, DEBUG_KNOWN);
   return mask;
 }
 
