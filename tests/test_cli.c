@@ -1058,3 +1058,26 @@ Test(cli, bench_card_modes_run_on_the_largest_thread_count) {
 Test(cli, bench_unknown_model_exits_2_naming_it) {
   expect_usage_error(RUN("bench", "--model", "bonsai-70b"), "bonsai-70b");
 }
+
+/* A misuse message echoes the argument cut past 64 bytes and with its
+ * control characters as '?': a 100 KB argument was a 100 KB line, and an
+ * escape sequence in it reached the terminal. */
+Test(cli, misuse_echoes_a_long_or_hostile_argument_cut_and_printable) {
+  static char arg[100001];
+  memcpy(arg, "\x1b]0;owned\x07\x1b[2J", 14);
+  memset(arg + 14, 'a', sizeof arg - 15);
+  char opt[sizeof arg + 2] = "--";
+  strcat(opt, arg);
+  struct run runs[] = {RUN(arg), RUN("help", arg), RUN("bench", opt), RUN("bench", "--shape", arg),
+                       RUN("bench", "--quick", arg), RUN("devices", arg), RUN("devices", "--verify", "--golden", arg)};
+  for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
+    /* the echo: from its opening quote to the "..." that cuts it */
+    const char *echo = strstr(runs[i].err, "?]0;owned??[2Jaaaa"), *dots = echo ? strstr(echo, "...") : NULL;
+    cr_expect_not_null(dots, "run %zu: %.300s", i, runs[i].err);
+    while (echo && echo > runs[i].err && echo[-1] != '\'' && echo[-1] != '"') echo--;
+    cr_expect(dots && dots - echo == 64, "run %zu: not cut at 64 bytes: %.300s", i, runs[i].err);
+    cr_expect(strlen(runs[i].err) < 300, "run %zu: %zu bytes on stderr", i, strlen(runs[i].err));
+    cr_expect_eq(control_at(runs[i].err), -1, "run %zu: a control character at %ld", i, control_at(runs[i].err));
+    expect_usage_error(runs[i], "...");
+  }
+}

@@ -84,7 +84,7 @@ int cli_option_error(const char *cmd, int c, char **argv) {
                                                                                   : NULL;
   bool is_long = arg && arg[0] == '-' && arg[1] == '-';
   char shortopt[3] = {'-', (char)optopt, '\0'};
-  const char *name = !is_long && optopt > 0 && optopt < 256 && isprint(optopt) ? shortopt : arg ? arg : "?";
+  const char *name = !is_long && optopt > 0 && optopt < 256 && isprint(optopt) ? shortopt : arg ? CLI_ARG(arg) : "?";
   const char *sp = cmd ? " " : "";
   if (c == ':')
     fprintf(stderr, "bankml-cl%s%s: option '%s' needs a value\n", sp, cmd ? cmd : "", name);

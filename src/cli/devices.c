@@ -72,7 +72,7 @@ static int parse_args(int argc, char **argv, struct devices_args *a) {
   }
   if (optind < argc) {
     fprintf(stderr, "bankml-cl devices: unexpected argument '%s'\nTry 'bankml-cl devices --help'.\n",
-            argv[optind]);
+            CLI_ARG(argv[optind]));
     return CLI_EXIT_USAGE;
   }
   if (a->brief && a->compact) {
@@ -90,7 +90,7 @@ static int parse_args(int argc, char **argv, struct devices_args *a) {
   struct stat st;
   const bool exists = a->golden && *a->golden && stat(a->golden, &st) == 0;
   if (a->golden && (!exists || !S_ISDIR(st.st_mode))) {
-    fprintf(stderr, "bankml-cl devices: --golden \"%s\": %s\n", a->golden,
+    fprintf(stderr, "bankml-cl devices: --golden \"%s\": %s\n", CLI_ARG(a->golden),
             !*a->golden ? "expected a directory" : !exists ? "no such directory" : "not a directory");
     return CLI_EXIT_USAGE;
   }
