@@ -1,5 +1,5 @@
 /* env.c -- every environment variable libbankml-cl reads, parsed strictly in one place. */
-#include "bml.h"
+#include "device.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -209,4 +209,21 @@ void bml__env_cache_dirs(const char **bankml, const char **xdg, const char **hom
   *bankml = env_value("BANKML_CACHE_DIR");
   *xdg = env_value("XDG_CACHE_HOME");
   *home = env_value("HOME");
+}
+
+int bml_env_check(void) {
+  int threads, queues;
+  bool software;
+  double share, limit;
+  const char *gpu = NULL, *root = NULL;
+  bml__gpu_choice choice;
+  /* each one, so that every bad variable is named, not only the first */
+  int rc = bml__env_threads(&threads);
+  if (bml__env_gpu(&gpu) == 0 && bml__gpu_choice_parse("BANKML_GPU", gpu, &choice) != 0) rc = BML_EENV;
+  if (bml__env_gpu_software(&software) != 0) rc = BML_EENV;
+  if (bml__env_gpu_share(&share) != 0) rc = BML_EENV;
+  if (bml__env_gpu_limit(&limit) != 0) rc = BML_EENV;
+  if (bml__env_gpu_queues(&queues) != 0) rc = BML_EENV;
+  if (bml__env_sysfs_root(&root) != 0) rc = BML_EENV;
+  return rc;
 }

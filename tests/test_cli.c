@@ -1081,3 +1081,24 @@ Test(cli, misuse_echoes_a_long_or_hostile_argument_cut_and_printable) {
     expect_usage_error(runs[i], "...");
   }
 }
+
+/* Every variable whose bad values are errors is checked by every command
+ * before it runs anything (bankml-cl(1), ENVIRONMENT): `bench --cpu` and
+ * `devices` took a bad BANKML_GPU, BANKML_GPU_SHARE or BANKML_GPU_QUEUES
+ * and exited 0. */
+Test(cli, every_command_refuses_a_bad_variable_before_running) {
+  static const char *const vars[][2] = {
+      {"BANKML_GPU", "graphics"},   {"BANKML_GPU_SHARE", "abc"}, {"BANKML_GPU_LIMIT", "0.5x"},
+      {"BANKML_GPU_QUEUES", "99"},  {"BANKML_THREADS", "many"},  {"BANKML_GPU_SOFTWARE", "yes"},
+      {"BANKML_SYSFS_ROOT", "sys"},
+  };
+  for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+    char named[64];
+    snprintf(named, sizeof named, "%s=\"%s\"", vars[i][0], vars[i][1]);
+    setenv(vars[i][0], vars[i][1], 1);
+    expect_usage_error(RUN("devices", "--brief"), named);
+    expect_usage_error(RUN("bench", "--cpu", "--shape", "128x128", "--runs", "1", "--warmup", "0", "--threads", "1"),
+                       named);
+    unsetenv(vars[i][0]);
+  }
+}

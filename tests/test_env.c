@@ -175,3 +175,27 @@ Test(env, unknown_debug_categories_are_one_short_warning) {
   cr_expect(strstr(logged.last, ": unknown category \"\x1b[2Jbogus\" ignored") != NULL, "%s", logged.last);
   cr_expect_eq(one, (unsigned)BML_CAT_POOL);
 }
+
+/* bml_env_check names every bad variable, not only the first, and opens
+ * nothing; a good environment passes. */
+Test(env, the_check_names_every_bad_variable) {
+  static const char *const bad[][2] = {
+      {"BANKML_THREADS", "0"},        {"BANKML_GPU", "pci:zz"},      {"BANKML_GPU_SOFTWARE", "2"},
+      {"BANKML_GPU_SHARE", "half"},   {"BANKML_GPU_LIMIT", "nan"},   {"BANKML_GPU_QUEUES", "0"},
+      {"BANKML_SYSFS_ROOT", "sys"},
+  };
+  for (size_t i = 0; i < BML_ARRAY_SIZE(bad); i++) setenv(bad[i][0], bad[i][1], 1);
+  logged.count = 0;
+  bml_log_set_sink(count_messages, NULL);
+  int rc = bml_env_check();
+  bml_log_set_sink(NULL, NULL);
+  cr_expect_eq(rc, BML_EENV);
+  cr_expect_eq(logged.count, (int)BML_ARRAY_SIZE(bad), "%d messages for %zu bad variables", logged.count,
+               BML_ARRAY_SIZE(bad));
+  for (size_t i = 0; i < BML_ARRAY_SIZE(bad); i++) unsetenv(bad[i][0]);
+  setenv("BANKML_GPU", "0,2", 1);
+  setenv("BANKML_GPU_SHARE", "0.5", 1);
+  cr_expect_eq(bml_env_check(), 0);
+  unsetenv("BANKML_GPU");
+  unsetenv("BANKML_GPU_SHARE");
+}

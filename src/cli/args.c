@@ -98,6 +98,12 @@ int cli_option_error(const char *cmd, int c, char **argv) {
   return CLI_EXIT_USAGE;
 }
 
+int cli_check_env(const char *cmd) {
+  if (bml_env_check() == 0) return CLI_EXIT_OK;
+  fprintf(stderr, "bankml-cl %s: %s (named above): nothing was run\n", cmd, bml_strerror(BML_EENV));
+  return CLI_EXIT_USAGE;
+}
+
 void cli_getopt_reset(void) {
   /* The top-level scan stops cleanly at the subcommand's name (never inside
    * a cluster of short options), so restarting at argv[1] is enough; glibc

@@ -388,6 +388,7 @@ int cmd_bench(int argc, char **argv) {
     usage(stdout);
     goto done;
   }
+  if (status == 0) status = cli_check_env("bench");
   if (status == 0) status = default_pool_threads(&max_threads);
   if (status == 0) status = check_gpu_choice(&args);
   if (status == 0) status = fill_defaults(&args, max_threads);

@@ -51,6 +51,13 @@ const char *cli_printable(const char *s, char *buf, size_t len);
 #define CLI_ARG_LEN 68
 #define CLI_ARG(s) cli_printable((s), (char[CLI_ARG_LEN]){0}, CLI_ARG_LEN)
 
+/* Checks every variable of the library (bml_env_check) before a command
+ * runs anything: a bad one is misuse whatever the command, since the engine
+ * that links the library reads the same environment (bankml-cl(1),
+ * ENVIRONMENT).  Returns 0, or CLI_EXIT_USAGE after the library has named
+ * each bad variable and a line says nothing was run. */
+int cli_check_env(const char *cmd);
+
 /* Resets getopt_long so a subcommand can scan its own argv. */
 void cli_getopt_reset(void);
 

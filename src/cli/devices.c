@@ -44,8 +44,9 @@ static void usage(FILE *f) {
           "devices (PoCL, llvmpipe) be used, for tests and CI only.\n"
           "\n"
           "Exit status: 0 listed, or every selected card verified (also when there is\n"
-          "no usable card); 2 bad usage, a bad BANKML_GPU, or a selected card failed\n"
-          "verification; 3 could not run.  See bankml-cl(1).\n");
+          "no usable card); 2 bad usage, a bad value in a BANKML_ variable (any of\n"
+          "them: bankml-cl(1), ENVIRONMENT), or a selected card failed verification;\n"
+          "3 could not run.  See bankml-cl(1).\n");
 }
 
 static int parse_args(int argc, char **argv, struct devices_args *a) {
@@ -255,6 +256,7 @@ int cmd_devices(int argc, char **argv) {
     usage(stdout);
     return CLI_EXIT_OK;
   }
+  if ((status = cli_check_env("devices")) != CLI_EXIT_OK) return status;
   bml_devices *list = NULL;
   int rc = bml_devices_discover(NULL, &list);
   if (rc == BML_EENV) return CLI_EXIT_USAGE; /* the library has named the variable */
