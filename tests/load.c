@@ -11,7 +11,9 @@
  * OpenCL object alive).  Prints one line per phase and a summary; exits 0
  * when every result was exact and every call returned what its
  * documentation allows, 1 otherwise, 2 on misuse.  Uses the quick oracle
- * (its small shapes: the full one has its own tests) unless --full-oracle. */
+ * (its small shapes: the full one has its own tests) unless --full-oracle,
+ * and the remembered or default kernel shapes unless --tune (measuring
+ * them builds a program per candidate: minutes under valgrind). */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <getopt.h>
@@ -27,6 +29,7 @@
 #include "bml.h"
 #include "golden.h"
 #include "oracle.h"
+#include "tune.h"
 
 /* ---- options ------------------------------------------------------------------ */
 
@@ -34,16 +37,18 @@ static struct {
   int threads;
   double seconds;
   int opens;
-  bool faults, full_oracle;
+  bool faults, full_oracle, tune;
   const char *open_rates, *load_rates;
-} opt = {16, 10.0, 0, false, false, NULL, NULL};
+} opt = {16, 10.0, 0, false, false, false, NULL, NULL};
 
 static void usage(FILE *f) {
   fprintf(f, "usage: load [--threads N] [--seconds S] [--opens K] [--faults [--open-rates SPEC] [--load-rates SPEC]]\n"
-             "            [--full-oracle]\n"
+             "            [--full-oracle] [--tune]\n"
              "Drives one worker (on the first selected card; PoCL with BANKML_GPU_SOFTWARE=1) from N threads\n"
              "(16) for S seconds (10), every result compared with the CPU's.  --faults: run through\n"
-             "tests/clshim (LD_LIBRARY_PATH), its rates SPEC (class=rate,...) for the opens and the load.\n");
+             "tests/clshim (LD_LIBRARY_PATH), its rates SPEC (class=rate,...) for the opens and the load.\n"
+             "--full-oracle: the oracle's every shape (else its small ones); --tune: measure the card's\n"
+             "kernel shapes as an open does (else the remembered or default ones).\n");
 }
 
 static int parse_options(int argc, char **argv) {
@@ -51,7 +56,8 @@ static int parse_options(int argc, char **argv) {
       {"threads", required_argument, NULL, 't'},   {"seconds", required_argument, NULL, 's'},
       {"opens", required_argument, NULL, 'o'},     {"faults", no_argument, NULL, 'f'},
       {"open-rates", required_argument, NULL, 'O'}, {"load-rates", required_argument, NULL, 'L'},
-      {"full-oracle", no_argument, NULL, 'F'},     {"help", no_argument, NULL, 'h'},
+      {"full-oracle", no_argument, NULL, 'F'},     {"tune", no_argument, NULL, 'T'},
+      {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0},
   };
   int c;
@@ -66,6 +72,7 @@ static int parse_options(int argc, char **argv) {
     case 'O': opt.open_rates = optarg; break;
     case 'L': opt.load_rates = optarg; break;
     case 'F': opt.full_oracle = true; break;
+    case 'T': opt.tune = true; break;
     case 'h': usage(stdout); exit(0);
     default: usage(stderr); return 2;
     }
@@ -84,13 +91,14 @@ static struct {
   void (*stats)(char *buf, size_t len, long *live, long *injected);
 } shim;
 
-/* Finds the shim, which is libOpenCL.so.1 when it runs us. */
+/* Finds the shim, which is the libOpenCL.so.1 found first when it runs us:
+ * opened here by that name, it is the one the library has (linked) or will
+ * have (dlopened by the same name), loaded once.  The handle is kept. */
 static int find_shim(void) {
-  void *h = dlopen("libOpenCL.so.1", RTLD_NOW | RTLD_NOLOAD);
+  void *h = dlopen("libOpenCL.so.1", RTLD_NOW | RTLD_LOCAL);
   if (h) {
     shim.set_rates = (int (*)(const char *))dlsym(h, "clshim_set_rates");
     shim.stats = (void (*)(char *, size_t, long *, long *))dlsym(h, "clshim_stats");
-    dlclose(h); /* loaded by the library: it stays */
   }
   if (shim.set_rates && shim.stats) return 0;
   fprintf(stderr, "load: --faults: the libOpenCL.so.1 loaded is not tests/clshim's (set LD_LIBRARY_PATH)\n");
@@ -459,6 +467,7 @@ int main(int argc, char **argv) {
   if (opt.faults && find_shim() != 0) return 2;
   static const bml__oracle_hooks quick = {.quick = true};
   if (!opt.full_oracle) bml__oracle_set_hooks(&quick);
+  bml__tune_disable(!opt.tune);
   if (make_matrices() != 0) {
     fprintf(stderr, "load: %s\n", bml_strerror(BML_ENOMEM));
     return 1;
