@@ -441,6 +441,14 @@ BML_EXTERN int bml_worker_open(bml_pool *pool, bml_worker **out);
  * BANKML_GPU is checked by bml_devices_discover. */
 BML_EXTERN int bml_worker_check_env(void);
 
+/* Checks every variable libbankml-cl refuses a bad value of: BANKML_THREADS,
+ * BANKML_GPU (its form: an index past the list or an address no device
+ * has is known only to bml_devices_discover), BANKML_GPU_SOFTWARE,
+ * BANKML_GPU_SHARE, BANKML_GPU_LIMIT, BANKML_GPU_QUEUES and
+ * BANKML_SYSFS_ROOT, without opening anything; each bad one is named in a
+ * message.  Returns 0 or BML_EENV. */
+BML_EXTERN int bml_env_check(void);
+
 /* Starts a product: the card's share of the rows of wts (rows x n) against
  * act, enqueued without waiting.  *card_rows receives how many of the first
  * rows the card took (0: all on the CPU); the caller computes rows

@@ -1166,3 +1166,47 @@ Test(cli, bench_card_modes_run_on_the_largest_thread_count) {
 Test(cli, bench_unknown_model_exits_2_naming_it) {
   expect_usage_error(RUN("bench", "--model", "bonsai-70b"), "bonsai-70b");
 }
+
+/* A misuse message echoes the argument cut past 64 bytes and with its
+ * control characters as '?': a 100 KB argument was a 100 KB line, and an
+ * escape sequence in it reached the terminal. */
+Test(cli, misuse_echoes_a_long_or_hostile_argument_cut_and_printable) {
+  static char arg[100001];
+  memcpy(arg, "\x1b]0;owned\x07\x1b[2J", 14);
+  memset(arg + 14, 'a', sizeof arg - 15);
+  char opt[sizeof arg + 2] = "--";
+  strcat(opt, arg);
+  struct run runs[] = {RUN(arg), RUN("help", arg), RUN("bench", opt), RUN("bench", "--shape", arg),
+                       RUN("bench", "--quick", arg), RUN("devices", arg), RUN("devices", "--verify", "--golden", arg)};
+  for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
+    /* the echo: from its opening quote to the "..." that cuts it */
+    const char *echo = strstr(runs[i].err, "?]0;owned??[2Jaaaa"), *dots = echo ? strstr(echo, "...") : NULL;
+    cr_expect_not_null(dots, "run %zu: %.300s", i, runs[i].err);
+    while (echo && echo > runs[i].err && echo[-1] != '\'' && echo[-1] != '"') echo--;
+    cr_expect(dots && dots - echo == 64, "run %zu: not cut at 64 bytes: %.300s", i, runs[i].err);
+    cr_expect(strlen(runs[i].err) < 300, "run %zu: %zu bytes on stderr", i, strlen(runs[i].err));
+    cr_expect_eq(control_at(runs[i].err), -1, "run %zu: a control character at %ld", i, control_at(runs[i].err));
+    expect_usage_error(runs[i], "...");
+  }
+}
+
+/* Every variable whose bad values are errors is checked by every command
+ * before it runs anything (bankml-cl(1), ENVIRONMENT): `bench --cpu` and
+ * `devices` took a bad BANKML_GPU, BANKML_GPU_SHARE or BANKML_GPU_QUEUES
+ * and exited 0. */
+Test(cli, every_command_refuses_a_bad_variable_before_running) {
+  static const char *const vars[][2] = {
+      {"BANKML_GPU", "graphics"},   {"BANKML_GPU_SHARE", "abc"}, {"BANKML_GPU_LIMIT", "0.5x"},
+      {"BANKML_GPU_QUEUES", "99"},  {"BANKML_THREADS", "many"},  {"BANKML_GPU_SOFTWARE", "yes"},
+      {"BANKML_SYSFS_ROOT", "sys"},
+  };
+  for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+    char named[64];
+    snprintf(named, sizeof named, "%s=\"%s\"", vars[i][0], vars[i][1]);
+    setenv(vars[i][0], vars[i][1], 1);
+    expect_usage_error(RUN("devices", "--brief"), named);
+    expect_usage_error(RUN("bench", "--cpu", "--shape", "128x128", "--runs", "1", "--warmup", "0", "--threads", "1"),
+                       named);
+    unsetenv(vars[i][0]);
+  }
+}

@@ -4,6 +4,7 @@
 #include <locale.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/wait.h>
 
 #include "bml.h"
@@ -130,4 +131,71 @@ Test(env, decimals_use_a_point_whatever_the_locale) {
   cr_expect_eq(rs, 0, "BANKML_GPU_SHARE=0.5 refused under a decimal comma");
   cr_expect(s == 0.5, "BANKML_GPU_SHARE=0.5 gave %g", s);
   cr_expect_eq(rt, BML_EENV, "BANKML_GPU_SHARE=0,5 accepted");
+}
+
+/* What the library logged: how many messages, and the last one. */
+static struct {
+  int count;
+  char last[4096];
+} logged;
+
+static void count_messages(void *ctx, bml_log_level level, const char *cat, const char *msg) {
+  (void)ctx, (void)level, (void)cat;
+  logged.count++;
+  snprintf(logged.last, sizeof logged.last, "%s", msg);
+}
+
+/* Unknown BANKML_DEBUG categories are one warning that lists them, cut
+ * short: 20,000 of them were 20,000 warnings each repeating the whole
+ * value (41 MB on stderr, 7 s).  The known ones among them still count. */
+Test(env, unknown_debug_categories_are_one_short_warning) {
+  const size_t count = 20000;
+  char *v = malloc(count * 8 + 16);
+  cr_assert_not_null(v);
+  size_t len = (size_t)sprintf(v, "pool");
+  for (size_t i = 0; i < count; i++) len += (size_t)sprintf(v + len, ",x%zu", i);
+  setenv("BANKML_DEBUG", v, 1);
+  free(v);
+  bml_log_set_sink(count_messages, NULL);
+  unsigned mask = bml__env_debug();
+  setenv("BANKML_DEBUG", "pool,\x1b[2Jbogus", 1);
+  int many = logged.count;
+  char first[4096];
+  snprintf(first, sizeof first, "%s", logged.last);
+  unsigned one = bml__env_debug();
+  bml_log_set_sink(NULL, NULL);
+  unsetenv("BANKML_DEBUG");
+  cr_expect_eq(many, 1, "%d messages for 20000 unknown categories", many);
+  cr_expect(strlen(first) < 400, "a warning of %zu bytes: %s", strlen(first), first);
+  cr_expect(strstr(first, "BANKML_DEBUG=\"pool,x0,x1,") != NULL, "%s", first);
+  cr_expect(strstr(first, ": 20000 unknown categories ignored: \"x0\", \"x1\", ") != NULL, "%s", first);
+  cr_expect(strstr(first, ", ... (known: all, pool, cpu, device, pci, build, oracle, worker, env)") != NULL, "%s", first);
+  cr_expect_eq(mask, (unsigned)BML_CAT_POOL, "the known category among them was lost");
+  cr_expect_eq(logged.count, 2);
+  cr_expect(strstr(logged.last, ": unknown category \"\x1b[2Jbogus\" ignored") != NULL, "%s", logged.last);
+  cr_expect_eq(one, (unsigned)BML_CAT_POOL);
+}
+
+/* bml_env_check names every bad variable, not only the first, and opens
+ * nothing; a good environment passes. */
+Test(env, the_check_names_every_bad_variable) {
+  static const char *const bad[][2] = {
+      {"BANKML_THREADS", "0"},        {"BANKML_GPU", "pci:zz"},      {"BANKML_GPU_SOFTWARE", "2"},
+      {"BANKML_GPU_SHARE", "half"},   {"BANKML_GPU_LIMIT", "nan"},   {"BANKML_GPU_QUEUES", "0"},
+      {"BANKML_SYSFS_ROOT", "sys"},
+  };
+  for (size_t i = 0; i < BML_ARRAY_SIZE(bad); i++) setenv(bad[i][0], bad[i][1], 1);
+  logged.count = 0;
+  bml_log_set_sink(count_messages, NULL);
+  int rc = bml_env_check();
+  bml_log_set_sink(NULL, NULL);
+  cr_expect_eq(rc, BML_EENV);
+  cr_expect_eq(logged.count, (int)BML_ARRAY_SIZE(bad), "%d messages for %zu bad variables", logged.count,
+               BML_ARRAY_SIZE(bad));
+  for (size_t i = 0; i < BML_ARRAY_SIZE(bad); i++) unsetenv(bad[i][0]);
+  setenv("BANKML_GPU", "0,2", 1);
+  setenv("BANKML_GPU_SHARE", "0.5", 1);
+  cr_expect_eq(bml_env_check(), 0);
+  unsetenv("BANKML_GPU");
+  unsetenv("BANKML_GPU_SHARE");
 }

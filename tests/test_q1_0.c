@@ -96,6 +96,113 @@ Test(q1_0, a_golden_path_that_is_not_a_file_is_refused_at_once, .timeout = 30) {
   rmdir(dir);
 }
 
+/* Writes len bytes of data as dir/name (dir made here), loads it with the
+ * Q1_0 reader (kind 1) or the Q8_0 one, removes both and returns the
+ * reader's result, its reason in err. */
+static int load_bytes(int kind, const void *data, size_t len, char *err, size_t errlen) {
+  char dir[] = "/tmp/bml-golden-XXXXXX", path[512];
+  cr_assert_not_null(mkdtemp(dir));
+  snprintf(path, sizeof path, "%s/%s", dir, kind == 1 ? BML__GOLDEN_Q1_FILE : "q8_0_quantize.golden");
+  FILE *f = fopen(path, "wb");
+  cr_assert_not_null(f, "%s", path);
+  cr_assert_eq(fwrite(data, 1, len, f), len);
+  cr_assert_eq(fclose(f), 0);
+  err[0] = '\0';
+  int n;
+  if (kind == 1) {
+    golden_q1_case *c = NULL;
+    if ((n = bml__golden_load_q1(dir, &c, err, errlen)) > 0) golden_free_q1(c, n);
+  } else {
+    golden_q8_case *c = NULL;
+    if ((n = bml__golden_load_q8(dir, &c, err, errlen)) > 0) golden_free_q8(c, n);
+  }
+  unlink(path);
+  rmdir(dir);
+  return n;
+}
+
+/* A header ("BMLG", version 1, kind, count) and the first case's u32s
+ * (rows, n, flags for kind 1; n for kind 2) into buf; returns its length. */
+static size_t golden_header(uint8_t *buf, uint32_t kind, uint32_t count, const uint32_t *words, size_t nwords) {
+  memcpy(buf, "BMLG", 4);
+  uint32_t head[3] = {1, kind, count};
+  size_t len = 4;
+  for (size_t i = 0; i < 3 + nwords; i++, len += 4) {
+    uint32_t v = i < 3 ? head[i] : words[i - 3];
+    for (int b = 0; b < 4; b++) buf[len + (size_t)b] = (uint8_t)(v >> (8 * b));
+  }
+  return len;
+}
+
+/* A case's sizes are read from the file: each is checked against the bytes
+ * left before anything is allocated.  A case of 2^20 x 2^20 took 151 GB
+ * before the read failed, and the reason was empty; 2 GB were taken
+ * before "truncated".  Now each is refused at once, naming both sizes. */
+Test(q1_0, golden_sizes_are_bounded_by_the_file_before_any_allocation) {
+  static const struct {
+    int kind;
+    uint32_t words[3];
+    size_t nwords, extra; /* zero bytes after the case's header */
+    const char *why;
+  } bad[] = {
+      {1, {1u << 20, 1u << 20, 0}, 3, 200, "case 0: truncated file (the case takes 154628325376 bytes, 200 are left)"},
+      {1, {16384, 1u << 20, 0}, 3, 200, "case 0: truncated file (the case takes 2417164288 bytes, 200 are left)"},
+      {2, {1u << 24}, 1, 200, "case 0: truncated file (the case takes 102760448 bytes, 200 are left)"},
+  };
+  uint8_t buf[512] = {0};
+  char err[512];
+  for (size_t i = 0; i < BML_ARRAY_SIZE(bad); i++) {
+    /* 200 bytes more: the count of 1 case fits (a case takes at least 174) */
+    size_t len = golden_header(buf, (uint32_t)bad[i].kind, 1, bad[i].words, bad[i].nwords) + bad[i].extra;
+    int n = load_bytes(bad[i].kind, buf, len, err, sizeof err);
+    cr_expect_eq(n, BML_EFORMAT, "claim %zu: %d (%s)", i, n, err);
+    cr_expect(strstr(err, bad[i].why) != NULL, "claim %zu: %s", i, err);
+  }
+  /* a count of cases more than the file could hold, before they are allocated */
+  size_t len = golden_header(buf, 1, 100000, NULL, 0) + 200;
+  cr_expect_eq(load_bytes(1, buf, len, err, sizeof err), BML_EFORMAT);
+  cr_expect(strstr(err, "bad case count 100000 (1 to 100000, each case at least 174 bytes: 200 are left)") != NULL,
+            "%s", err);
+}
+
+/* Every way a golden file can end early or go wrong says why: the real
+ * file cut at every field, and its header damaged. */
+Test(q1_0, every_failure_of_the_golden_reader_says_why) {
+  char src[4200], err[512];
+  snprintf(src, sizeof src, "%s/%s", golden_dir(), BML__GOLDEN_Q1_FILE);
+  FILE *f = fopen(src, "rb");
+  cr_assert_not_null(f, "%s", src);
+  static uint8_t whole[8 << 20];
+  size_t size = fread(whole, 1, sizeof whole, f);
+  fclose(f);
+  cr_assert(size > 1000 && size < sizeof whole, "%s: %zu bytes", src, size);
+  const size_t cuts[] = {0, 3, 4, 10, 15, 16, 20, 27, 28, 29, 500, size / 2, size - 1};
+  for (size_t i = 0; i < BML_ARRAY_SIZE(cuts); i++) {
+    int n = load_bytes(1, whole, cuts[i], err, sizeof err);
+    cr_expect_eq(n, BML_EFORMAT, "cut at %zu: %d", cuts[i], n);
+    cr_expect(strstr(err, BML__GOLDEN_Q1_FILE ": ") != NULL && strlen(err) > strlen(BML__GOLDEN_Q1_FILE) + 10,
+              "cut at %zu: no reason: \"%s\"", cuts[i], err);
+  }
+  static const struct {
+    size_t at;
+    uint8_t byte;
+    const char *why;
+  } damage[] = {
+      {0, 'X', "not a version-1 kind-1 golden file"},
+      {4, 2, "not a version-1 kind-1 golden file"},
+      {12, 0, "bad case count 0"},
+      {16 + 4, 100, "case 0: bad shape"},
+  };
+  for (size_t i = 0; i < BML_ARRAY_SIZE(damage); i++) {
+    uint8_t keep = whole[damage[i].at];
+    whole[damage[i].at] = damage[i].byte;
+    int n = load_bytes(1, whole, size, err, sizeof err);
+    whole[damage[i].at] = keep;
+    cr_expect_eq(n, BML_EFORMAT, "damage %zu: %d", i, n);
+    cr_expect(strstr(err, damage[i].why) != NULL, "damage %zu: %s", i, err);
+  }
+}
+
 Test(q1_0, golden_file_has_every_regime) {
   int minus128 = 0, layer = 0, single_block = 0, multi_block = 0;
   for (int i = 0; i < ncases; i++) {

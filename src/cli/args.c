@@ -84,7 +84,7 @@ int cli_option_error(const char *cmd, int c, char **argv) {
                                                                                   : NULL;
   bool is_long = arg && arg[0] == '-' && arg[1] == '-';
   char shortopt[3] = {'-', (char)optopt, '\0'};
-  const char *name = !is_long && optopt > 0 && optopt < 256 && isprint(optopt) ? shortopt : arg ? arg : "?";
+  const char *name = !is_long && optopt > 0 && optopt < 256 && isprint(optopt) ? shortopt : arg ? CLI_ARG(arg) : "?";
   const char *sp = cmd ? " " : "";
   if (c == ':')
     fprintf(stderr, "bankml-cl%s%s: option '%s' needs a value\n", sp, cmd ? cmd : "", name);
@@ -95,6 +95,12 @@ int cli_option_error(const char *cmd, int c, char **argv) {
   else
     fprintf(stderr, "bankml-cl%s%s: unknown option '%s'\n", sp, cmd ? cmd : "", name);
   fprintf(stderr, "Try 'bankml-cl %s%s--help'.\n", cmd ? cmd : "", cmd ? " " : "");
+  return CLI_EXIT_USAGE;
+}
+
+int cli_check_env(const char *cmd) {
+  if (bml_env_check() == 0) return CLI_EXIT_OK;
+  fprintf(stderr, "bankml-cl %s: %s (named above): nothing was run\n", cmd, bml_strerror(BML_EENV));
   return CLI_EXIT_USAGE;
 }
 

@@ -49,7 +49,7 @@ static void usage(FILE *f) {
 }
 
 static int unknown_command(const char *name) {
-  fprintf(stderr, "bankml-cl: unknown command '%s'\nTry 'bankml-cl --help'.\n", name);
+  fprintf(stderr, "bankml-cl: unknown command '%s'\nTry 'bankml-cl --help'.\n", CLI_ARG(name));
   return CLI_EXIT_USAGE;
 }
 
@@ -60,7 +60,7 @@ static int cmd_help(int argc, char **argv) {
     return CLI_EXIT_OK;
   }
   if (argc > 2) {
-    fprintf(stderr, "bankml-cl help: unexpected argument '%s'\n", argv[2]);
+    fprintf(stderr, "bankml-cl help: unexpected argument '%s'\n", CLI_ARG(argv[2]));
     return CLI_EXIT_USAGE;
   }
   if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) return cmd_help(1, argv);

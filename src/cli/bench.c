@@ -148,7 +148,7 @@ static void usage(FILE *f) {
 }
 
 static int bad_value(const char *option, const char *value, const char *why) {
-  fprintf(stderr, "bankml-cl bench: bad %s \"%s\": %s\n", option, value, why);
+  fprintf(stderr, "bankml-cl bench: bad %s \"%s\": %s\n", option, CLI_ARG(value), why);
   return CLI_EXIT_USAGE;
 }
 
@@ -272,7 +272,7 @@ static int parse_args(int argc, char **argv, struct bench_args *args) {
     rc = apply_option(args, c, argv);
   if (rc == 0 && optind < argc) {
     fprintf(stderr, "bankml-cl bench: unexpected argument '%s'\nTry 'bankml-cl bench --help'.\n",
-            argv[optind]);
+            CLI_ARG(argv[optind]));
     rc = CLI_EXIT_USAGE;
   }
   if (rc == 0 && args->cfg.model && args->cfg.nshapes > 0) {
@@ -405,6 +405,7 @@ int cmd_bench(int argc, char **argv) {
     usage(stdout);
     goto done;
   }
+  if (status == 0) status = cli_check_env("bench");
   if (status == 0) status = default_pool_threads(&max_threads);
   if (status == 0) status = check_gpu_choice(&args);
   if (status == 0) status = fill_defaults(&args, max_threads);

@@ -52,6 +52,18 @@ const char *cli_printable(const char *s, char *buf, size_t len);
 /* cli_printable into a buffer that lives to the end of the enclosing block:
  * printf("%s", CLI_PRINTABLE(d->name)). */
 #define CLI_PRINTABLE(s) cli_printable((s), (char[CLI_PRINTABLE_LEN]){0}, CLI_PRINTABLE_LEN)
+/* A command-line argument echoed in a misuse message, as CLI_PRINTABLE but
+ * cut past 64 bytes: a 100 KB argument was a 100 KB line, and its escape
+ * bytes reached the terminal. */
+#define CLI_ARG_LEN 68
+#define CLI_ARG(s) cli_printable((s), (char[CLI_ARG_LEN]){0}, CLI_ARG_LEN)
+
+/* Checks every variable of the library (bml_env_check) before a command
+ * runs anything: a bad one is misuse whatever the command, since the engine
+ * that links the library reads the same environment (bankml-cl(1),
+ * ENVIRONMENT).  Returns 0, or CLI_EXIT_USAGE after the library has named
+ * each bad variable and a line says nothing was run. */
+int cli_check_env(const char *cmd);
 
 /* Resets getopt_long so a subcommand can scan its own argv. */
 void cli_getopt_reset(void);

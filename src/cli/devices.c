@@ -49,8 +49,9 @@ static void usage(FILE *f) {
           "devices (PoCL, llvmpipe) be used, for tests and CI only.\n"
           "\n"
           "Exit status: 0 listed, or every selected card verified (also when there is\n"
-          "no usable card); 2 bad usage or a bad BANKML_GPU; 3 could not run; 4 a\n"
-          "selected card failed verification (it is not used).  See bankml-cl(1).\n");
+          "no usable card); 2 bad usage, a bad value in a BANKML_ variable (any of\n"
+          "them: bankml-cl(1), ENVIRONMENT); 3 could not run; 4 a selected card\n"
+          "failed verification (it is not used).  See bankml-cl(1).\n");
 }
 
 static int parse_args(int argc, char **argv, struct devices_args *a) {
@@ -79,7 +80,7 @@ static int parse_args(int argc, char **argv, struct devices_args *a) {
   }
   if (optind < argc) {
     fprintf(stderr, "bankml-cl devices: unexpected argument '%s'\nTry 'bankml-cl devices --help'.\n",
-            argv[optind]);
+            CLI_ARG(argv[optind]));
     return CLI_EXIT_USAGE;
   }
   if (a->brief && (a->compact || a->json)) {
@@ -98,7 +99,7 @@ static int parse_args(int argc, char **argv, struct devices_args *a) {
   struct stat st;
   const bool exists = a->golden && *a->golden && stat(a->golden, &st) == 0;
   if (a->golden && (!exists || !S_ISDIR(st.st_mode))) {
-    fprintf(stderr, "bankml-cl devices: --golden \"%s\": %s\n", a->golden,
+    fprintf(stderr, "bankml-cl devices: --golden \"%s\": %s\n", CLI_ARG(a->golden),
             !*a->golden ? "expected a directory" : !exists ? "no such directory" : "not a directory");
     return CLI_EXIT_USAGE;
   }
@@ -354,6 +355,7 @@ int cmd_devices(int argc, char **argv) {
     usage(stdout);
     return CLI_EXIT_OK;
   }
+  if ((status = cli_check_env("devices")) != CLI_EXIT_OK) return status;
   bml_devices *list = NULL;
   if (a.verify) progress_init(); /* before the library and its drivers start threads */
   int rc = bml_devices_discover(NULL, &list);
