@@ -535,7 +535,7 @@ void bml_token_close(bml_token *t) {
   if (!t) return;
   bml_worker *w = t->w;
   if (w) {
-    while (!bml__worker_enter(w)) bml__cpu_relax(); /* another thread's call: wait it out */
+    bml__worker_enter_waiting(w); /* another thread's call: wait it out */
     drop(t);
     link_token(t, false);
     bml__worker_leave(w);

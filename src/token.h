@@ -10,6 +10,8 @@
  * thread is inside.  leave ends it. */
 bool bml__worker_enter(bml_worker *w);
 void bml__worker_leave(bml_worker *w);
+/* Enters w, waiting (a spin, then sleeps) while another thread is inside. */
+void bml__worker_enter_waiting(bml_worker *w);
 /* What a token may run resident on: w's card and build, the work-groups a
  * resident launch runs (all on the card at once) and the reads of host
  * memory its first work-group makes before it gives up waiting; NULL when

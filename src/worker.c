@@ -231,6 +231,22 @@ static void free_state(bml_worker *w);
 static bool enter(bml_worker *w) { return !atomic_flag_test_and_set_explicit(&w->driving, memory_order_acquire); }
 static void leave(bml_worker *w) { atomic_flag_clear_explicit(&w->driving, memory_order_release); }
 
+/* Enters w, waiting while another thread is inside a call (a product's
+ * CPU rows may take milliseconds): a short spin, then sleeps of 50 us,
+ * not a spin that would take a core from the pool's threads. */
+static void enter_waiting(bml_worker *w) {
+  for (unsigned i = 0; !enter(w); i++) {
+    if (i < 64) {
+      bml__cpu_relax();
+      continue;
+    }
+    const struct timespec pause = {0, 50000};
+    nanosleep(&pause, NULL);
+  }
+}
+
+void bml__worker_enter_waiting(bml_worker *w) { enter_waiting(w); }
+
 /* What a call that meets a product in flight returns (inside enter): a
  * bml_worker_mat_vec's (own_cpu; it leaves the worker while its CPU rows
  * run, and finishes them itself) belongs to a call still running on
@@ -2051,7 +2067,7 @@ static void release_all(bml_worker *w) {
 
 void bml_worker_release(bml_worker *w) {
   if (!w || w->child) return; /* the card's buffers are the parent's */
-  while (!enter(w)) bml__now(); /* another thread is inside a call: wait it out */
+  enter_waiting(w); /* another thread is inside a call: wait it out */
   release_all(w);
   leave(w);
 }
