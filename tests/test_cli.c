@@ -1210,3 +1210,78 @@ Test(cli, every_command_refuses_a_bad_variable_before_running) {
     unsetenv(vars[i][0]);
   }
 }
+
+/* ---- bankml-cl bench --gap: products after idle gaps ---------------------- */
+
+/* One row of a --gap run: its gap, and its times in order (the fastest,
+ * the median, the 90th percentile, the slowest). */
+static json_int_t check_gap_row(json_t *row) {
+  cr_expect_str_eq(string_of(row, "mode"), "cpu");
+  cr_expect_str_eq(string_of(row, "cache"), "warm");
+  double min = real_of(row, "min_ms"), median = real_of(row, "median_ms"), p90 = real_of(row, "p90_ms"),
+         max = real_of(row, "max_ms");
+  cr_expect(0 < min && min <= median && median <= p90 && p90 <= max, "min %g, median %g, p90 %g, max %g", min, median,
+            p90, max);
+  cr_expect(json_is_true(json_object_get(row, "exact")), "a result after a gap was not bit-exact");
+  return integer_of(row, "gap_ms");
+}
+
+/* Each gap (given twice: timed once) and thread count is one row, gap by
+ * gap, with the gap, the 90th percentile and the slowest product. */
+Test(cli, bench_gap_json_reports_each_gap_and_thread_count) {
+  struct run r = RUN("bench", "--cpu", "--json", "--shape", "256x512", "--threads", "1,2", "--gap", "0,5", "--gap",
+                     "5", "--runs", "5", "--warmup", "1");
+  cr_assert_eq(r.status, 0, "exit status %d, stderr: %s", r.status, r.err);
+  json_error_t e;
+  json_t *root = json_loads(r.out, 0, &e);
+  cr_assert_not_null(root, "not JSON (%s at line %d): %s", e.text, e.line, r.out);
+  json_t *results = json_object_get(root, "results");
+  cr_assert_eq(json_array_size(results), 4, "2 gaps x 2 thread counts, no warm or flushed rows: %s", r.out);
+  static const json_int_t gaps[4] = {0, 0, 5, 5}, threads[4] = {1, 2, 1, 2};
+  for (size_t i = 0; i < 4; i++) {
+    json_t *row = json_array_get(results, i);
+    cr_expect_eq(check_gap_row(row), gaps[i], "row %zu", i);
+    cr_expect_eq(integer_of(row, "threads"), threads[i], "row %zu", i);
+  }
+  json_decref(root);
+  run_free(&r);
+  /* without --gap, the rows have none of it */
+  r = RUN("bench", "--cpu", "--json", "--shape", "128x128", "--threads", "1", "--runs", "1", "--warmup", "0");
+  cr_assert_eq(r.status, 0, "exit status %d, stderr: %s", r.status, r.err);
+  root = json_loads(r.out, 0, NULL);
+  cr_assert_not_null(root, "%s", r.out);
+  json_t *row = json_array_get(json_object_get(root, "results"), 0);
+  cr_expect(row && !json_object_get(row, "gap_ms") && !json_object_get(row, "p90_ms"), "%s", r.out);
+  json_decref(root);
+  run_free(&r);
+}
+
+Test(cli, bench_gap_text_shows_the_gap_p90_worst_and_ratios_to_one_thread) {
+  struct run r = RUN("bench", "--cpu", "--shape", "256x512", "--threads", "1,2", "--gap", "3", "--runs", "3",
+                     "--warmup", "1");
+  cr_assert_eq(r.status, 0, "exit status %d, stderr: %s", r.status, r.err);
+  cr_expect(strstr(r.out, "gap ms") && strstr(r.out, "p90 ms") && strstr(r.out, "max ms"), "header: %s", r.out);
+  int exact = 0;
+  for (const char *p = r.out; (p = strstr(p, " yes\n")); p++) exact++;
+  cr_expect_eq(exact, 2, "one row per thread count: %s", r.out);
+  const char *ratio = strstr(r.out, "\n256x512 after 3 ms gaps, 2 threads against 1: median ");
+  cr_expect(ratio && strstr(ratio, "x the 1-thread median\n"), "no ratio line: %s", r.out);
+  run_free(&r);
+}
+
+Test(cli, bad_gaps_exit_2_naming_the_value) {
+  const char *bad[] = {"-1", "abc", "10ms", "1,,2", "5,", "60001", "1.5", " 1", "+1", ""};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    char named[64];
+    snprintf(named, sizeof named, "bad --gap \"%s\"", bad[i]);
+    expect_usage_error(RUN("bench", "--cpu", "--shape", "128x128", "--gap", bad[i]), named);
+  }
+  expect_usage_error(RUN("bench", "--model", "bonsai-1.7b", "--gap", "10"), "--gap");
+  expect_usage_error(RUN("bench", "--card", "--shape", "128x128", "--gap", "10"), "--gap");
+}
+
+Test(cli, a_spoilt_result_after_a_gap_is_not_exact) {
+  expect_spoilt((const char *const[]){"bench", "--cpu", "--json", "--shape", "256x512", "--threads", "1,2", "--gap",
+                                      "1", "--runs", "2", "--warmup", "0", NULL},
+                2);
+}

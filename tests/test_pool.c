@@ -212,37 +212,75 @@ Test(pool, many_products_in_one_run_give_each_products_bits) {
   }
 }
 
-/* The caller watches the card while the pool works: its tick comes every
- * 2^18 weights or so of the calling thread's stretch, not once. */
-Test(pool, the_calling_thread_ticks_through_its_stretch) {
-  const size_t rows = 4096, n = 1024;
-  bml_block_q1_0 *w = malloc(rows * (n / 128) * sizeof *w);
-  bml_block_q8_0 *a = malloc(n / 32 * sizeof *a);
-  float *want = malloc(2 * rows * sizeof *want), *got = malloc(2 * rows * sizeof *got);
-  cr_assert(w && a && want && got);
-  uint64_t seed = 5;
-  bml__gen_q1_0(&seed, w, rows, n, true);
-  cr_assert_eq(bml__gen_q8_0(&seed, a, n, true), 0);
-  cr_assert_eq(bml_q1_0_mat_vec(w, rows, n, a, want), 0);
-  memcpy(want + rows, want, rows * sizeof *want);
-  bml_pool *p = NULL;
-  cr_assert_eq(bml_pool_open(2, &p), 0);
-  bml__cpu_piece pc[2] = {{w, rows, n, a, got}, {w, rows, n, a, got + rows}};
-  ticks t = {pthread_self(), 0, 0};
-  cr_assert_eq(bml__pool_mat_vec_many(p, pc, 2, count_tick, &t, NULL), 0);
-  cr_expect(golden_first_difference(want, got, 2 * rows) < 0);
-  /* the calling thread's stretch: the first product, 4M weights, 16 steps */
-  cr_expect_eq(t.ticks, 16, "%d ticks (want one every 256 rows of 1024)", t.ticks);
-  cr_expect_eq(t.elsewhere, 0);
-  /* one product: the calling thread's half of it */
-  t.ticks = 0;
-  memset(got, 0xff, 2 * rows * sizeof *got);
-  cr_assert_eq(bml__pool_mat_vec_many(p, pc, 1, count_tick, &t, NULL), 0);
-  cr_expect(golden_first_difference(want, got, rows) < 0);
-  cr_expect_eq(golden_bits(got[rows]), 0xffffffffu, "a row past the product was written");
-  cr_expect_eq(t.ticks, 8, "one product: %d ticks (want 8)", t.ticks);
-  bml_pool_close(p);
-  free(w), free(a), free(want), free(got);
+/* The caller's tick, watching the results: how many rows were written
+ * since the last tick (results start as 0xffffffff, which no product of
+ * this data gives), and the most weights between two ticks. */
+typedef struct {
+  const bml__cpu_piece *pc;
+  size_t count;
+  pthread_t caller;
+  int ticks, elsewhere;
+  uint64_t done, most; /* weights written at the last tick; the most between two */
+} tick_watch;
+
+static uint64_t weights_written(const tick_watch *t) {
+  uint64_t done = 0;
+  for (size_t i = 0; i < t->count; i++)
+    for (size_t r = 0; r < t->pc[i].rows; r++)
+      if (golden_bits(t->pc[i].out[r]) != 0xffffffffu) done += t->pc[i].n;
+  return done;
+}
+
+static void watch_tick(void *ctx) {
+  tick_watch *t = ctx;
+  t->ticks++;
+  if (!pthread_equal(pthread_self(), t->caller)) t->elsewhere++;
+  const uint64_t done = weights_written(t);
+  if (done - t->done > t->most) t->most = done - t->done;
+  t->done = done;
+}
+
+/* The caller watches the card while the pool works: its tick comes at
+ * least every BML__POOL_TICK_WEIGHTS weights of the rows it computes, from
+ * the first.  With the helpers held the caller computes every row, so the
+ * rows written between two ticks are all its own. */
+Test(pool, the_calling_thread_ticks_at_least_every_tick_weights_of_its_rows) {
+  /* rows of 1024 (a tick's rows a whole chunk), 384 (not a divisor of
+   * 2^18), and one of 2^19 (one row past a tick's weights) */
+  static const size_t shape[][2] = {{4096, 1024}, {1000, 384}, {4096, 1024}, {3, 1u << 19}, {777, 384}};
+  enum { NP = sizeof shape / sizeof shape[0] };
+  product x[NP];
+  bml__cpu_piece pc[NP];
+  for (int i = 0; i < NP; i++) {
+    x[i] = make_product(shape[i][0], shape[i][1], 50 + (uint64_t)i);
+    pc[i] = (bml__cpu_piece){x[i].w, shape[i][0], shape[i][1], x[i].a, x[i].got};
+  }
+  for (int threads = 1; threads <= 3; threads++) {
+    bml_pool *p = NULL;
+    cr_assert_eq(bml_pool_open(threads, &p), 0);
+    bml__pool_hold_helpers(p, true);
+    for (size_t count = 1; count <= NP; count += NP - 1) { /* the first product alone, then all */
+      for (size_t i = 0; i < count; i++) memset(x[i].got, 0xff, shape[i][0] * sizeof(float));
+      tick_watch t = {pc, count, pthread_self(), 0, 0, 0, 0};
+      cr_assert_eq(bml__pool_mat_vec_many(p, pc, count, watch_tick, &t, NULL), 0);
+      const uint64_t total = weights_written(&t), after = total - t.done;
+      for (size_t i = 0; i < count; i++)
+        cr_expect(golden_first_difference(x[i].want, x[i].got, shape[i][0]) < 0, "%d threads: product %zu differs",
+                  threads, i);
+      cr_expect(t.ticks >= 1 && t.elsewhere == 0, "%d threads: %d ticks, %d elsewhere", threads, t.ticks, t.elsewhere);
+      cr_expect_eq(t.done + after, total);
+      /* a step is one row of 2^19 at most */
+      cr_expect(t.most <= 1u << 19 && after <= 1u << 19, "%d threads, %zu products: %llu weights between two ticks, "
+                "%llu after the last", threads, count, (unsigned long long)t.most, (unsigned long long)after);
+      if (count == 1) /* rows of 1024 only: a tick at least every 2^18 of them */
+        cr_expect(t.most <= BML__POOL_TICK_WEIGHTS && after <= BML__POOL_TICK_WEIGHTS && t.ticks >= 16,
+                  "%d threads, one product: %d ticks, %llu weights between two", threads, t.ticks,
+                  (unsigned long long)t.most);
+    }
+    bml__pool_hold_helpers(p, false);
+    bml_pool_close(p);
+  }
+  for (int i = 0; i < NP; i++) free_product(&x[i]);
 }
 
 Test(pool, many_products_with_one_bad_compute_none) {
@@ -511,4 +549,173 @@ Test(pool, bad_thread_counts_in_environment_are_refused_by_name) {
   }
   unsetenv("BANKML_THREADS");
   bml_log_set_sink(NULL, NULL);
+}
+
+/* ---- the distribution: chunks of rows from a shared counter -------------- */
+
+/* Which thread ran each tid of a bml__pool_run, and how often; tid 0 waits
+ * (up to 10 s) for tid wait_for to have run, which only a helper thread
+ * can then do.  It runs on the pool's threads, where Criterion's asserts
+ * must not be used (its reports from two threads at once mix): a tid out
+ * of range is counted in `bad`. */
+typedef struct {
+  pthread_t thread[8];
+  atomic_int times[8];
+  atomic_int bad;
+  int wait_for; /* 0: none */
+} parts_seen;
+
+static void record_part(void *ctx, int tid, int nthreads) {
+  parts_seen *s = ctx;
+  if (tid < 0 || tid >= nthreads || nthreads > 8) {
+    atomic_fetch_add(&s->bad, 1);
+    return;
+  }
+  s->thread[tid] = pthread_self();
+  atomic_fetch_add(&s->times[tid], 1);
+  for (double t0 = bml__now(); tid == 0 && s->wait_for && !atomic_load(&s->times[s->wait_for]);) {
+    if (bml__now() - t0 > 10) break;
+    sched_yield();
+  }
+}
+
+/* A pool's products of rows 1 .. rows of x, each the single-thread bits,
+ * no row past them written. */
+static void products_of_every_length(bml_pool *p, product *x, size_t rows, size_t n, int count, int gap_us) {
+  for (int it = 0; it < count; it++) {
+    const size_t r = (size_t)it * 97 % rows + 1;
+    if (gap_us && it % 4 == 0) usleep((useconds_t)gap_us);
+    memset(x->got, 0xff, rows * sizeof(float));
+    cr_assert_eq(bml_pool_q1_0_mat_vec(p, x->w, r, n, x->a, x->got), 0);
+    cr_assert(golden_first_difference(x->want, x->got, r) < 0, "%d threads, %zu rows: differs", bml_pool_threads(p), r);
+    if (r < rows) cr_assert_eq(golden_bits(x->got[r]), 0xffffffffu, "%zu rows: the row past them was written", r);
+  }
+}
+
+/* Helper threads that never come (descheduled, or on a CPU that is busy)
+ * leave every row to the caller, who computes them all: no product waits
+ * for them.  Let go, they take part again. */
+Test(pool, held_helpers_leave_every_row_and_part_to_the_caller, .timeout = 60) {
+  const size_t rows = 1000, n = 1024;
+  product x = make_product(rows, n, 31);
+  bml_pool *p = NULL;
+  cr_assert_eq(bml_pool_open(3, &p), 0);
+  bml__pool_hold_helpers(p, true);
+  products_of_every_length(p, &x, rows, n, 30, 0);
+  parts_seen s = {.wait_for = 0};
+  bml__pool_run(p, record_part, &s);
+  cr_expect_eq(atomic_load(&s.bad), 0, "a tid out of range");
+  for (int t = 0; t < 3; t++) {
+    cr_expect_eq(atomic_load(&s.times[t]), 1, "tid %d ran %d times", t, atomic_load(&s.times[t]));
+    cr_expect(pthread_equal(s.thread[t], pthread_self()), "tid %d ran on a held helper", t);
+  }
+  many_set m;
+  many_make(&m);
+  bool alone = true;
+  cr_assert_eq(bml__pool_mat_vec_many(p, m.pc, MANY, NULL, NULL, &alone), 0);
+  cr_expect(!alone, "a run of the pool said it was not");
+  many_check(&m, "held helpers");
+  many_free(&m);
+  bml__pool_hold_helpers(p, false);
+  parts_seen t = {.wait_for = 1};
+  bml__pool_run(p, record_part, &t);
+  cr_expect(atomic_load(&t.times[1]) == 1 && !pthread_equal(t.thread[1], pthread_self()),
+            "let go, no helper took part 1 within 10 s");
+  products_of_every_length(p, &x, rows, n, 30, 0);
+  bml_pool_close(p);
+  free_product(&x);
+}
+
+/* Rows that are no multiple of the chunk (nor of 16), on pools of several
+ * sizes and rows of several widths: every row the single-thread bits, no
+ * row past the product written. */
+Test(pool, rows_not_a_multiple_of_the_chunk_give_the_bits, .timeout = 60) {
+  static const size_t ns[] = {128, 4096};
+  static const size_t lengths[] = {1, 15, 16, 17, 31, 33, 1023, 1025, 1040, 4097};
+  for (size_t k = 0; k < 2; k++) {
+    product x = make_product(4097, ns[k], 70 + k);
+    for (int threads = 2; threads <= 5; threads += 3) {
+      bml_pool *p = NULL;
+      cr_assert_eq(bml_pool_open(threads, &p), 0);
+      for (size_t i = 0; i < sizeof lengths / sizeof lengths[0]; i++) {
+        const size_t r = lengths[i];
+        memset(x.got, 0xff, 4097 * sizeof(float));
+        cr_assert_eq(bml_pool_q1_0_mat_vec(p, x.w, r, ns[k], x.a, x.got), 0);
+        cr_expect(golden_first_difference(x.want, x.got, r) < 0, "%d threads, %zux%zu differs", threads, r, ns[k]);
+        if (r < 4097) cr_expect_eq(golden_bits(x.got[r]), 0xffffffffu, "%zux%zu: the row past it was written", r, ns[k]);
+      }
+      bml_pool_close(p);
+    }
+    free_product(&x);
+  }
+}
+
+/* Four threads on one CPU (the OS puts them all there), with idle gaps
+ * that let the helpers fall asleep: the bits, every tid of a run once, and
+ * many products in one run. */
+Test(pool, more_threads_than_cpus_give_the_bits_after_idle_gaps) {
+  cpu_set_t set;
+  cr_assert_eq(sched_getaffinity(0, sizeof set, &set), 0);
+  int first = -1;
+  for (int c = 0; c < CPU_SETSIZE && first < 0; c++)
+    if (CPU_ISSET(c, &set)) first = c;
+  CPU_ZERO(&set);
+  CPU_SET(first, &set);
+  cr_assert_eq(sched_setaffinity(0, sizeof set, &set), 0); /* the helpers started below inherit it */
+  const size_t rows = 4097, n = 1024;
+  product x = make_product(rows, n, 41);
+  bml_pool *p = NULL;
+  cr_assert_eq(bml_pool_open(4, &p), 0);
+  products_of_every_length(p, &x, rows, n, 60, 3000);
+  for (int it = 0; it < 20; it++) {
+    parts_seen s = {.wait_for = 0};
+    if (it % 5 == 0) usleep(3000);
+    bml__pool_run(p, record_part, &s);
+    cr_expect_eq(atomic_load(&s.bad), 0, "run %d: a tid out of range", it);
+    for (int t = 0; t < 4; t++) cr_expect_eq(atomic_load(&s.times[t]), 1, "run %d: tid %d ran %d times", it, t, atomic_load(&s.times[t]));
+  }
+  many_set m;
+  many_make(&m);
+  cr_assert_eq(bml__pool_mat_vec_many(p, m.pc, MANY, NULL, NULL, NULL), 0);
+  many_check(&m, "4 threads on one CPU");
+  many_free(&m);
+  bml_pool_close(p);
+  free_product(&x);
+}
+
+/* Waits up to 10 s for the pool's helpers to be asleep in the kernel. */
+static bool helpers_asleep(bml_pool *p, int want) {
+  for (int i = 0; i < 10000 && bml__pool_asleep(p) != want; i++) usleep(1000);
+  return bml__pool_asleep(p) == want;
+}
+
+/* The wake-up cost: none before a helper has slept and been woken (and none
+ * for one thread); then the median of the delays from a job's start to a
+ * sleeping helper's arrival, which is within the job (tid 0 waits for the
+ * helper to run tid 1). */
+Test(pool, the_wake_cost_is_a_sleeping_helpers_delay_into_a_job, .timeout = 60) {
+  bml_pool *one = NULL, *p = NULL;
+  cr_assert_eq(bml_pool_open(1, &one), 0);
+  parts_seen s = {.wait_for = 0};
+  bml__pool_run(one, record_part, &s);
+  cr_expect(bml__pool_wake_seconds(one) == 0 && bml__pool_asleep(one) == 0);
+  bml_pool_close(one);
+  cr_expect(bml__pool_wake_seconds(NULL) == 0 && bml__pool_asleep(NULL) == 0);
+  cr_assert_eq(bml_pool_open(2, &p), 0);
+  cr_expect(bml__pool_wake_seconds(p) == 0, "a cost before any job: %g s", bml__pool_wake_seconds(p));
+  double longest = 0;
+  for (int round = 0; round < 3; round++) {
+    cr_assert(helpers_asleep(p, 1), "round %d: the idle helper is not asleep after 10 s", round);
+    parts_seen t = {.wait_for = 1};
+    const double t0 = bml__now();
+    bml__pool_run(p, record_part, &t);
+    const double took = bml__now() - t0;
+    longest = took > longest ? took : longest;
+    cr_assert(atomic_load(&t.times[1]) == 1 && !pthread_equal(t.thread[1], pthread_self()),
+              "round %d: the helper did not come within 10 s", round);
+    const double wake = bml__pool_wake_seconds(p);
+    cr_expect(wake > 0 && wake <= longest, "round %d: wake-up cost %g s, the jobs took up to %g s", round, wake,
+              longest);
+  }
+  bml_pool_close(p);
 }

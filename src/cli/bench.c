@@ -43,6 +43,7 @@ static const struct bench_shape quick_shapes[] = {{2048, 2048}, {4096, 4096}};
 
 enum { DEFAULT_RUNS = 21, DEFAULT_WARMUP = 3, QUICK_RUNS = 5, QUICK_WARMUP = 1 };
 #define MAX_RUNS 1000000L
+#define MAX_GAP_MS 60000L /* a minute between two products */
 
 /* Values above 255: these long options have no short form (see args.c). */
 enum {
@@ -54,6 +55,7 @@ enum {
   OPT_JSON,
   OPT_VERBOSE,
   OPT_MODEL,
+  OPT_GAP,
   OPT_MODE
 };
 
@@ -66,6 +68,7 @@ static const struct option fixed_options[] = {
     {"json", no_argument, NULL, OPT_JSON},
     {"verbose", no_argument, NULL, OPT_VERBOSE},
     {"model", required_argument, NULL, OPT_MODEL},
+    {"gap", required_argument, NULL, OPT_GAP},
     {"help", no_argument, NULL, 'h'},
 };
 #define NFIXED (sizeof fixed_options / sizeof fixed_options[0])
@@ -75,7 +78,7 @@ struct bench_args {
   struct bench_config cfg;
   bool mode[NMODES];
   bool quick, help;
-  size_t shapes_cap, threads_cap;
+  size_t shapes_cap, threads_cap, gaps_cap;
 };
 
 void bench_progress(const struct bench_config *cfg, const char *fmt, ...) {
@@ -132,6 +135,11 @@ static void usage(FILE *f) {
           "                   and --split, pipelined (the token as one batch) and with\n"
           "                   round trips (a batch and a wait per group: Q/K/V, O,\n"
           "                   gate/up, down)\n"
+          "  --gap LIST       idle gaps in milliseconds, e.g. 0,10,40,200 (0 to %ld;\n"
+          "                   repeatable): --cpu then times, for each gap and thread\n"
+          "                   count, products each after a sleep of that long (no cache\n"
+          "                   flush), and reports the median, the 90th percentile and\n"
+          "                   the slowest product instead of warm and flushed\n"
           "  --json           one JSON object on stdout instead of the table\n"
           "  --verbose        progress on stderr (with --model: the worker's time per\n"
           "                   token by phase, and its status)\n"
@@ -144,7 +152,7 @@ static void usage(FILE *f) {
           "outside its bound), 2 bad usage, 3 could not run (also: --clblast with no\n"
           "usable device, or without CLBlast: not built in, or not installed).  See\n"
           "bankml-cl(1).\n",
-          DEFAULT_RUNS, DEFAULT_WARMUP, QUICK_RUNS, QUICK_WARMUP);
+          DEFAULT_RUNS, DEFAULT_WARMUP, QUICK_RUNS, QUICK_WARMUP, MAX_GAP_MS);
 }
 
 static int bad_value(const char *option, const char *value, const char *why) {
@@ -223,6 +231,25 @@ static int add_threads(struct bench_args *args, const char *s) {
   }
 }
 
+/* --gap LIST: comma-separated milliseconds, each 0..MAX_GAP_MS; a gap
+ * given twice is timed once. */
+static int add_gaps(struct bench_args *args, const char *s) {
+  struct bench_config *cfg = &args->cfg;
+  char why[80];
+  snprintf(why, sizeof why, "expected idle gaps in milliseconds from 0 to %ld, e.g. 0,10,40,200", MAX_GAP_MS);
+  for (const char *p = s, *end = NULL;; p = end + 1) {
+    long ms;
+    if (cli_parse_long_prefix(p, 0, MAX_GAP_MS, &ms, &end) != 0 || (*end != ',' && *end != '\0'))
+      return bad_value("--gap", s, why);
+    bool seen = false;
+    for (size_t i = 0; i < cfg->ngaps; i++) seen |= cfg->gaps[i] == ms;
+    if (!seen && reserve((void **)&cfg->gaps, &args->gaps_cap, cfg->ngaps + 1, sizeof *cfg->gaps) != 0)
+      return CLI_EXIT_ERROR;
+    if (!seen) cfg->gaps[cfg->ngaps++] = ms;
+    if (*end == '\0') return 0;
+  }
+}
+
 static int set_count(long *out, const char *option, const char *s, long lo) {
   if (cli_parse_long(s, lo, MAX_RUNS, out) != 0) {
     char why[64];
@@ -239,6 +266,7 @@ static int apply_option(struct bench_args *args, int c, char **argv) {
   case OPT_THREADS: return add_threads(args, optarg);
   case OPT_RUNS: return set_count(&args->cfg.runs, "--runs", optarg, 1);
   case OPT_WARMUP: return set_count(&args->cfg.warmup, "--warmup", optarg, 0);
+  case OPT_GAP: return add_gaps(args, optarg);
   case OPT_QUICK: args->quick = true; return 0;
   case OPT_JSON: args->cfg.json = true; return 0;
   case OPT_VERBOSE: args->cfg.verbose = true; return 0;
@@ -257,6 +285,19 @@ static int apply_option(struct bench_args *args, int c, char **argv) {
     }
     return cli_option_error("bench", c, argv);
   }
+}
+
+/* --gap times the CPU mode's shapes: not a model's token, nor a mode
+ * without --cpu (the default mode is --cpu).  0 or CLI_EXIT_USAGE. */
+static int check_gap_use(const struct bench_args *args) {
+  if (args->cfg.ngaps == 0) return 0;
+  bool any = false;
+  for (size_t i = 0; i < NMODES; i++) any |= args->mode[i];
+  const char *why = args->cfg.model ? "--model's token" : any && !args->mode[0] ? "a mode without --cpu" : NULL;
+  if (!why) return 0;
+  fprintf(stderr, "bankml-cl bench: --gap times the CPU pool's products of each --shape, not %s\n"
+                  "Try 'bankml-cl bench --help'.\n", why);
+  return CLI_EXIT_USAGE;
 }
 
 /* Fills args from argv; 0 or an exit status (a message is printed). */
@@ -286,6 +327,7 @@ static int parse_args(int argc, char **argv, struct bench_args *args) {
                       "Try 'bankml-cl bench --help'.\n");
       rc = CLI_EXIT_USAGE;
     }
+  if (rc == 0) rc = check_gap_use(args);
   if (rc == CLI_EXIT_ERROR) fprintf(stderr, "bankml-cl bench: %s\n", bml_strerror(BML_ENOMEM));
   return rc;
 }
@@ -413,5 +455,6 @@ int cmd_bench(int argc, char **argv) {
 done:
   free(args.cfg.shapes);
   free(args.cfg.threads);
+  free(args.cfg.gaps);
   return status;
 }

@@ -25,6 +25,8 @@ struct bench_config {
   long warmup; /* untimed runs before the warm measurement */
   bool json, verbose;
   const struct bench_model *model; /* --model: a model's token instead of the shapes */
+  long *gaps; /* --gap: idle milliseconds before each timed product of the CPU mode */
+  size_t ngaps; /* 0: the CPU mode times warm and flushed instead */
 };
 
 /* A model's shapes (--model): per layer Q, K, V, O, gate, up, down, then the
@@ -65,6 +67,9 @@ struct bench_row {
   size_t matrices;   /* distinct matrices a run's products read (the card's and the split's shapes); 0: not said */
   uint64_t card_bytes; /* bytes the card reads per run (20 per 128 weights); 0: not a card row */
   double median_ms, min_ms;
+  double p90_ms, max_ms; /* the 90th percentile (nearest rank) and the slowest run */
+  bool gapped;           /* each timed run came after an idle gap of gap_ms (--gap) */
+  long gap_ms;
   double gbps;           /* bytes read (below) / median time, in 1e9 bytes per second */
   uint64_t weight_bytes; /* the Q1_0 weights of the shape, whatever the mode reads */
   uint64_t bytes_read;   /* the matrix bytes one product reads; 0: weight_bytes */
@@ -157,8 +162,8 @@ double bench_now_ms(void);
 /* Whether got's rows are want's, bit for bit (NaN payloads too: the
  * reference and the product run one kernel order). */
 bool bench_exact(float *got, const float *want, size_t rows);
-/* Sorts ms[0..n) and sets row's median_ms, min_ms and gbps (from
- * bytes_read, else weight_bytes).  Cannot fail. */
+/* Sorts ms[0..n) and sets row's median_ms, min_ms, p90_ms, max_ms and gbps
+ * (from bytes_read, else weight_bytes).  Cannot fail. */
 void bench_summarize(double *ms, long n, struct bench_row *row);
 /* Whether row passed its check (exact, or agrees).  Cannot fail. */
 bool bench_row_ok(const struct bench_row *row);

@@ -71,6 +71,8 @@ void bench_summarize(double *ms, long n, struct bench_row *row) {
   qsort(ms, (size_t)n, sizeof *ms, compare_double);
   row->min_ms = ms[0];
   row->median_ms = n % 2 ? ms[n / 2] : (ms[n / 2 - 1] + ms[n / 2]) / 2;
+  row->p90_ms = ms[(9 * n + 9) / 10 - 1]; /* the ceil(0.9 n)-th smallest */
+  row->max_ms = ms[n - 1];
   uint64_t bytes = row->bytes_read ? row->bytes_read : row->weight_bytes;
   row->gbps = row->median_ms > 0 ? (double)bytes / (row->median_ms * 1e6) : 0;
 }

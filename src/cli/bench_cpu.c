@@ -1,8 +1,10 @@
 /* bench_cpu.c -- `bankml-cl bench --cpu`: the pool on random matrices, warm and cache-flushed. */
 #define _POSIX_C_SOURCE 200809L
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "bankml-cl.h"
 #include "bench.h"
@@ -57,8 +59,16 @@ struct timing {
   bml_pool *pool;
   struct product *p;
   struct cache_flusher *flush; /* NULL: a warm run */
+  long gap_ms;                 /* an idle gap before each timed run (--gap); -1: none */
   bool exact;
 };
+
+/* Sleeps ms milliseconds, the whole of them through signals; 0: not at all. */
+static void idle_gap(long ms) {
+  struct timespec left = {ms / 1000, ms % 1000 * 1000000L};
+  while (ms > 0 && nanosleep(&left, &left) != 0 && errno == EINTR) {
+  }
+}
 
 /* One product on the pool, timed alone; its result is checked afterwards. */
 static int timed_run(struct timing *t, double *ms) {
@@ -93,6 +103,7 @@ static int measure(const struct bench_config *cfg, struct timing *t, double *ms,
     if (rc != 0) return rc;
   }
   for (long i = 0; i < cfg->runs; i++) {
+    if (t->gap_ms >= 0) idle_gap(t->gap_ms);
     int rc = timed_run(t, &ms[i]);
     if (rc != 0) return rc;
   }
@@ -102,15 +113,26 @@ static int measure(const struct bench_config *cfg, struct timing *t, double *ms,
       .n = t->p->n,
       .threads = bml_pool_threads(t->pool),
       .cache = t->flush ? "flushed" : "warm",
+      .gapped = t->gap_ms >= 0,
+      .gap_ms = t->gap_ms >= 0 ? t->gap_ms : 0,
       .weight_bytes = t->p->w_bytes,
       .exact = t->exact,
   };
   bench_summarize(ms, cfg->runs, &row);
-  bench_progress(cfg, "%zux%zu, %d threads, %s: median %.4f ms, min %.4f ms, %s", row.rows, row.n,
-                 row.threads, row.cache, row.median_ms, row.min_ms,
+  char gap[48] = "";
+  if (row.gapped) snprintf(gap, sizeof gap, " after gaps of %ld ms", row.gap_ms);
+  bench_progress(cfg, "%zux%zu, %d threads, %s%s: median %.4f ms, min %.4f ms, p90 %.4f ms, max %.4f ms, %s",
+                 row.rows, row.n, row.threads, row.cache, gap, row.median_ms, row.min_ms, row.p90_ms, row.max_ms,
                  row.exact ? "exact" : "NOT EXACT");
   int rc = bench_report_add(rep, &row);
   if (rc != 0) fprintf(stderr, "bankml-cl bench: cannot keep the results: %s\n", bml_strerror(rc));
+  return rc;
+}
+
+static int open_pool(int threads, bml_pool **pool) {
+  int rc = bml_pool_open(threads, pool);
+  if (rc != 0)
+    fprintf(stderr, "bankml-cl bench: cannot open a pool of %d threads: %s\n", threads, bml_strerror(rc));
   return rc;
 }
 
@@ -118,19 +140,32 @@ static int measure(const struct bench_config *cfg, struct timing *t, double *ms,
 static int bench_product(const struct bench_config *cfg, struct product *p,
                          struct cache_flusher *flush, double *ms, struct bench_report *rep) {
   for (size_t i = 0; i < cfg->nthreads; i++) {
-    struct timing t = {.p = p};
-    int rc = bml_pool_open(cfg->threads[i], &t.pool);
-    if (rc != 0) {
-      fprintf(stderr, "bankml-cl bench: cannot open a pool of %d threads: %s\n", cfg->threads[i],
-              bml_strerror(rc));
-      return rc;
-    }
+    struct timing t = {.p = p, .gap_ms = -1};
+    int rc = open_pool(cfg->threads[i], &t.pool);
+    if (rc != 0) return rc;
     rc = measure(cfg, &t, ms, rep);
     t.flush = flush;
     if (rc == 0) rc = measure(cfg, &t, ms, rep);
     bml_pool_close(t.pool);
     if (rc != 0) return rc;
   }
+  return 0;
+}
+
+/* --gap: for each gap, every thread count on one product (a pool of its
+ * own, warmed up), each timed run after that long idle.  The thread counts
+ * of one gap are timed one after the other, so that a ratio between them
+ * sees the same load on the machine. */
+static int bench_gaps(const struct bench_config *cfg, struct product *p, double *ms, struct bench_report *rep) {
+  for (size_t g = 0; g < cfg->ngaps; g++)
+    for (size_t i = 0; i < cfg->nthreads; i++) {
+      struct timing t = {.p = p, .gap_ms = cfg->gaps[g]};
+      int rc = open_pool(cfg->threads[i], &t.pool);
+      if (rc != 0) return rc;
+      rc = measure(cfg, &t, ms, rep);
+      bml_pool_close(t.pool);
+      if (rc != 0) return rc;
+    }
   return 0;
 }
 
@@ -153,7 +188,7 @@ int bench_cpu_run(const struct bench_config *cfg, struct bench_report *rep) {
                        sizeof(bml_block_q1_0) / 1e6);
     rc = product_init(&p, &cfg->shapes[i]);
     if (rc != 0) break;
-    rc = bench_product(cfg, &p, flush, ms, rep);
+    rc = cfg->ngaps ? bench_gaps(cfg, &p, ms, rep) : bench_product(cfg, &p, flush, ms, rep);
     product_free(&p);
   }
   cache_flusher_close(flush);

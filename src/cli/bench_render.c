@@ -134,9 +134,33 @@ static void text_groups(const struct bench_report *rep, FILE *f) {
   }
 }
 
+/* The one-thread row of r's shape and gap, or NULL. */
+static const struct bench_row *one_thread_row(const struct bench_report *rep, const struct bench_row *r) {
+  for (size_t i = 0; i < rep->nrows; i++) {
+    const struct bench_row *o = &rep->rows[i];
+    if (o->gapped && o->threads == 1 && o->gap_ms == r->gap_ms && o->rows == r->rows && o->n == r->n &&
+        strcmp(o->mode, r->mode) == 0)
+      return o;
+  }
+  return NULL;
+}
+
+/* --gap: each pool against one thread after the same gap, as ratios of the
+ * one-thread median measured in the same run. */
+static void text_gap_ratios(const struct bench_report *rep, FILE *f) {
+  for (size_t i = 0; i < rep->nrows; i++) {
+    const struct bench_row *r = &rep->rows[i], *one = r->gapped && r->threads > 1 ? one_thread_row(rep, r) : NULL;
+    if (!one || one->median_ms <= 0) continue;
+    fprintf(f, "%zux%zu after %ld ms gaps, %d threads against 1: median %.2fx, p90 %.2fx, max %.2fx the 1-thread median\n",
+            r->rows, r->n, r->gap_ms, r->threads, r->median_ms / one->median_ms, r->p90_ms / one->median_ms,
+            r->max_ms / one->median_ms);
+  }
+}
+
 /* Under the table when a baseline ran: what its columns mean. */
 static void text_footnote(const struct bench_report *rep, FILE *f) {
   text_groups(rep, f);
+  text_gap_ratios(rep, f);
   text_ratios(rep, f);
   for (size_t i = 0; i < rep->nrows; i++) {
     if (rep->rows[i].check != BENCH_CHECK_TOLERANCE) continue;
@@ -165,14 +189,19 @@ int bench_render_text(const struct bench_report *rep, FILE *f) {
     if ((int)strlen(shape) > shape_w) shape_w = (int)strlen(shape);
   }
   int mode_w = mode_width(rep);
-  bool with_card = false, with_products = false;
+  bool with_card = false, with_products = false, with_gap = false;
   for (size_t i = 0; i < rep->nrows; i++) {
     with_card |= rep->rows[i].card_bytes != 0;
     with_products |= rep->rows[i].products != 0;
+    with_gap |= rep->rows[i].gapped;
   }
   text_header(rep, f);
   if (with_mode) fprintf(f, "%-*s ", mode_w, "mode");
-  fprintf(f, "%-*s %7s  %-7s %11s %11s %9s", shape_w, "shape", "threads", "cache", "median ms", "min ms", "GB/s");
+  fprintf(f, "%-*s %7s  %-7s", shape_w, "shape", "threads", "cache");
+  if (with_gap) fprintf(f, " %6s", "gap ms");
+  fprintf(f, " %11s %11s", "median ms", "min ms");
+  if (with_gap) fprintf(f, " %11s %11s", "p90 ms", "max ms");
+  fprintf(f, " %9s", "GB/s");
   if (with_card) fprintf(f, " %9s %7s", "card GB/s", "% read");
   if (with_products) fprintf(f, " %11s", "products/s");
   fprintf(f, "  %s\n", "exact");
@@ -182,8 +211,12 @@ int bench_render_text(const struct bench_report *rep, FILE *f) {
     char threads[16] = "-"; /* 0: a device's library, no CPU threads */
     if (r->threads > 0) snprintf(threads, sizeof threads, "%d", r->threads);
     if (with_mode) fprintf(f, "%-*s ", mode_w, r->mode);
-    fprintf(f, "%-*s %7s  %-7s %11.4f %11.4f %9.2f", shape_w, shape, threads, r->cache, r->median_ms, r->min_ms,
-            r->gbps);
+    fprintf(f, "%-*s %7s  %-7s", shape_w, shape, threads, r->cache);
+    if (with_gap && r->gapped) fprintf(f, " %6ld", r->gap_ms);
+    else if (with_gap) fprintf(f, " %6s", "-");
+    fprintf(f, " %11.4f %11.4f", r->median_ms, r->min_ms);
+    if (with_gap) fprintf(f, " %11.4f %11.4f", r->p90_ms, r->max_ms);
+    fprintf(f, " %9.2f", r->gbps);
     if (with_card && r->card_bytes && rep->card_read_gbps > 0)
       fprintf(f, " %9.1f %6.1f%%", card_gbps(r), 100 * card_gbps(r) / rep->card_read_gbps);
     else if (with_card && r->card_bytes) /* the bandwidth kernel could not run: no percentage */
@@ -254,6 +287,11 @@ static json_t *json_row(const struct bench_row *r) {
   if (row && r->matrices) json_object_set_new(row, "matrices", json_integer((json_int_t)r->matrices));
   if (row && r->pipelined) json_object_set_new(row, "bound_without_dependencies", json_true());
   if (row && r->groups) row = json_add_groups(row, r);
+  if (row && r->gapped) {
+    json_object_set_new(row, "gap_ms", json_integer((json_int_t)r->gap_ms));
+    json_object_set_new(row, "p90_ms", json_real(r->p90_ms));
+    json_object_set_new(row, "max_ms", json_real(r->max_ms));
+  }
   if (row && r->card_bytes) {
     json_object_set_new(row, "card_bytes", json_integer((json_int_t)r->card_bytes));
     json_object_set_new(row, "card_gbps", json_real(card_gbps(r)));
