@@ -87,7 +87,10 @@ Test(cli, help_and_the_man_page_give_every_exit_status) {
             "%s", r.out);
   run_free(&r);
   r = RUN("devices", "--help");
-  cr_expect(strstr(r.out, "; 4 a\nselected card failed verification") != NULL, "%s", r.out);
+  for (char *c = r.out; *c; c++) /* the wording, wherever the lines break */
+    if (*c == '\n')
+      *c = ' ';
+  cr_expect(strstr(r.out, "; 4 a selected card failed verification") != NULL, "%s", r.out);
   run_free(&r);
   char *man = read_source("doc/bankml-cl.1");
   const char *section = strstr(man, "\n.SH EXIT STATUS\n"), *end = section ? strstr(section + 1, "\n.SH ") : NULL;
