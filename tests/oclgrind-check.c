@@ -30,7 +30,10 @@
  * unmap, and so takes every byte of such a copy for an uninitialised one
  * (each table entry then "uninitialised"): this program's own
  * clEnqueueWriteBuffer, which the library's calls reach before the
- * simulator's, passes a copy of the bytes from ordinary memory instead. */
+ * simulator's, passes a copy of the bytes from ordinary memory instead.
+ * (src/clload.h names each entry point as a macro through the library's
+ * table; this definition is of the real symbol.) */
+#undef clEnqueueWriteBuffer
 CL_API_ENTRY cl_int CL_API_CALL clEnqueueWriteBuffer(cl_command_queue q, cl_mem b, cl_bool blocking, size_t off,
                                                      size_t size, const void *p, cl_uint nev, const cl_event *ev,
                                                      cl_event *e) {
