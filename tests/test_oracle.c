@@ -845,8 +845,9 @@ static void write_cache(const char *dir, const char *text) {
 static void cache_entry(char *buf, size_t len, int layout, const bml_devices *l, size_t i, const char *fields) {
   snprintf(buf, len,
            "{\"schema\": 1, \"entries\": [{\"kind\": \"tuning\", \"key\": {\"layout\": %d, \"device\": \"%s\", "
-           "\"driver\": \"%s\", \"bankml_cl_version\": \"%s\"}, %s}]}",
-           layout, bml_devices_get(l, i)->name, l->dev[i].cl.driver_version, bml_version_string(), fields);
+           "\"driver\": \"%s\", \"bankml_cl_version\": \"%s\"%s}, %s}]}",
+           layout, bml_devices_get(l, i)->name, l->dev[i].cl.driver_version, bml_version_string(),
+           bml__tune_is_quick() ? ", \"measure\": \"quick\"" : "", fields);
 }
 
 /* A cache of another layout, odd JSON, or tunables no measurement gives (a
