@@ -77,6 +77,15 @@ void bench_summarize(double *ms, long n, struct bench_row *row) {
   row->gbps = row->median_ms > 0 ? (double)bytes / (row->median_ms * 1e6) : 0;
 }
 
+bool bench_test_quick(void) {
+  static int quick = -1;
+  if (quick < 0) {
+    const char *v = getenv("BANKML_TEST_QUICK_BENCH");
+    quick = v && strcmp(v, "1") == 0;
+  }
+  return quick;
+}
+
 /* BANKML_TEST_SPOIL_BENCH=1 is the test suite's own (tests/test_cli.c): it
  * shows that the check below can fail, which no product of a correct
  * build can make it do. */
