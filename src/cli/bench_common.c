@@ -86,7 +86,7 @@ bool bench_test_quick(void) {
   return quick;
 }
 
-/* BANKML_TEST_SPOIL_BENCH=1 is the test suite's own (tests/test_cli.c): it
+/* BANKML_TEST_SPOIL_BENCH=1 is the test suite's own (tests/test_bench.c): it
  * shows that the check below can fail, which no product of a correct
  * build can make it do. */
 bool bench_exact(float *got, const float *want, size_t rows) {
