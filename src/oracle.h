@@ -35,7 +35,7 @@ typedef struct {
 } bml__oracle_hooks;
 
 /* Whether the hooks set are only those a remembered verdict's key holds
- * (extra_options, in the build options; quick, in its checks): any other
+ * (extra_options, in the build options; quick and tiny, in its checks): any other
  * keeps the worker's open from reading or writing the cache (src/verdict.c).
  * A new hook is named there. */
 bool bml__oracle_hooks_cacheable(void);

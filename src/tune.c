@@ -26,7 +26,29 @@ static const size_t lr_candidates[][3] = {{32, 2, 1}, {32, 3, 1}, {32, 4, 1}, {1
 #define TUNE_BACK_TO_BACK 8
 #define TUNE_RUNS 3
 
+/* The test suite's quick measurement (tune.h): the same candidates and
+ * builds on products a sixteenth as big, timed once. */
+typedef struct {
+  size_t n, few, many;
+  int back_to_back, runs;
+} sizes;
+static const sizes full_sizes = {TUNE_N, TUNE_FEW, TUNE_MANY, TUNE_BACK_TO_BACK, TUNE_RUNS};
+static const sizes quick_sizes = {1024, 1024, 8192, 2, 1};
+
 static bool tuning_off;
+static int tuning_quick = -1; /* -1: BANKML_TEST_QUICK_TUNE says */
+
+void bml__tune_quick(bool on) { tuning_quick = on; }
+
+bool bml__tune_is_quick(void) {
+  if (tuning_quick < 0) {
+    const char *v = getenv("BANKML_TEST_QUICK_TUNE");
+    tuning_quick = v && strcmp(v, "1") == 0;
+  }
+  return tuning_quick;
+}
+
+static const sizes *tune_sizes(void) { return bml__tune_is_quick() ? &quick_sizes : &full_sizes; }
 
 const size_t (*bml__tune_lr_candidates(size_t *n))[3] {
   *n = BML_ARRAY_SIZE(lr_candidates);
@@ -66,10 +88,16 @@ static void apply(bml__card *c, const choice *ch) {
 #define TUNE_LAYOUT 6
 
 /* The key of this device's tuning: its layout, name, driver and
- * bankml-cl's version. */
+ * bankml-cl's version, and "measure": "quick" for the test suite's quick
+ * measurement (never taken for a full one, nor a full one for it). */
 static json_t *tune_key(const bml__cl_info *ci) {
-  return json_pack("{s:i, s:s, s:s, s:s}", "layout", TUNE_LAYOUT, "device", ci->name, "driver", ci->driver_version,
-                   "bankml_cl_version", bml_version_string());
+  json_t *key = json_pack("{s:i, s:s, s:s, s:s}", "layout", TUNE_LAYOUT, "device", ci->name, "driver",
+                          ci->driver_version, "bankml_cl_version", bml_version_string());
+  if (key && bml__tune_is_quick() && json_object_set_new(key, "measure", json_string("quick")) != 0) {
+    json_decref(key);
+    key = NULL;
+  }
+  return key;
 }
 
 /* A whole number of the entry in [1, hi], or 0. */
@@ -128,14 +156,15 @@ typedef struct {
  * launches, one wait, best of TUNE_RUNS after a warm-up. */
 static int time_kernel(bml__card *c, const bml__build *b, bml__kernel_id k, bench *t, const bml__card_matrix *m,
                        double *us) {
+  const sizes *z = tune_sizes();
   int rc = 0;
   *us = 1e30;
-  for (int run = 0; rc == 0 && run <= TUNE_RUNS; run++) {
+  for (int run = 0; rc == 0 && run <= z->runs; run++) {
     double t0 = bml__now();
-    for (int i = 0; rc == 0 && i < TUNE_BACK_TO_BACK; i++)
+    for (int i = 0; rc == 0 && i < z->back_to_back; i++)
       rc = bml__card_mat_vec_enqueue(c, b, k, 0, m, &t->act, 0, &t->out, 0);
     if (rc == 0) rc = clFinish(c->queue);
-    double per = (bml__now() - t0) * 1e6 / TUNE_BACK_TO_BACK;
+    double per = (bml__now() - t0) * 1e6 / z->back_to_back;
     if (run > 0 && per < *us) *us = per;
   }
   return rc;
@@ -177,22 +206,23 @@ static int time_candidate(bml__card *c, bml__kernel_id k, bench *t, double *few,
 }
 
 static int prepare(bml__card *c, bench *t) {
-  const size_t nb = TUNE_N / BML_Q1_0_BLOCK;
-  bml_block_q1_0 *w = malloc((size_t)TUNE_MANY * nb * sizeof *w);
-  bml_block_q8_0 *act = malloc(TUNE_N / BML_Q8_0_BLOCK * sizeof *act);
+  const sizes *z = tune_sizes();
+  const size_t nb = z->n / BML_Q1_0_BLOCK;
+  bml_block_q1_0 *w = malloc(z->many * nb * sizeof *w);
+  bml_block_q8_0 *act = malloc(z->n / BML_Q8_0_BLOCK * sizeof *act);
   uint64_t seed = 0x7475e;
   int rc = w && act ? 0 : BML_ENOMEM;
   if (rc == 0) {
-    bml__gen_q1_0(&seed, w, TUNE_MANY, TUNE_N, true);
-    rc = bml__gen_q8_0(&seed, act, TUNE_N, true);
+    bml__gen_q1_0(&seed, w, z->many, z->n, true);
+    rc = bml__gen_q8_0(&seed, act, z->n, true);
   }
-  bml__rows_part few = {w, TUNE_FEW}, many = {w, TUNE_MANY};
-  if (rc == 0) rc = bml__card_matrix_upload(c, &few, 1, TUNE_N, false, &t->few);
-  if (rc == 0) rc = bml__card_matrix_upload(c, &many, 1, TUNE_N, false, &t->many);
-  if (rc == 0) rc = bml__card_buf_reserve(c, &t->act, bml__card_act_bytes(TUNE_N));
-  if (rc == 0) rc = bml__card_buf_reserve(c, &t->out, TUNE_MANY * sizeof(float));
-  if (rc == 0) bml__card_act_repack(act, TUNE_N, t->act.host);
-  if (rc == 0) rc = bml__card_buf_write(c, &t->act, bml__card_act_bytes(TUNE_N));
+  bml__rows_part few = {w, z->few}, many = {w, z->many};
+  if (rc == 0) rc = bml__card_matrix_upload(c, &few, 1, z->n, false, &t->few);
+  if (rc == 0) rc = bml__card_matrix_upload(c, &many, 1, z->n, false, &t->many);
+  if (rc == 0) rc = bml__card_buf_reserve(c, &t->act, bml__card_act_bytes(z->n));
+  if (rc == 0) rc = bml__card_buf_reserve(c, &t->out, z->many * sizeof(float));
+  if (rc == 0) bml__card_act_repack(act, z->n, t->act.host);
+  if (rc == 0) rc = bml__card_buf_write(c, &t->act, bml__card_act_bytes(z->n));
   free(w), free(act);
   return rc;
 }
@@ -261,7 +291,7 @@ static int measure(bml__card *c, choice *best, bool both) {
   }
   if (rc == 0 && (!l_found || !lr_found)) rc = CL_INVALID_WORK_GROUP_SIZE;
   /* the kernel for a product: _lr where it won, by rows */
-  best->lr_from = lr_few < l_few ? 0 : lr_many < l_many ? (TUNE_FEW + TUNE_MANY) / 2 : SIZE_MAX;
+  best->lr_from = lr_few < l_few ? 0 : lr_many < l_many ? (tune_sizes()->few + tune_sizes()->many) / 2 : SIZE_MAX;
   best->us_few = lr_few < l_few ? lr_few : l_few;
   best->us_many = lr_many < l_many ? lr_many : l_many;
   release(c, &t);
@@ -299,9 +329,10 @@ int bml__tune(bml__card *c, const bml__cl_info *ci) {
     json_decref(key);
     return rc;
   }
-  bml__debug(BML_CAT_BUILD, "tuned \"%s\": _l %zu, _lr %zux%zu, %zu lanes, from %zu rows (%.1f us for %dx%d, %.1f for %dx%d)",
-             c->name, ch.lrows, ch.lrrows, ch.lrrpt, ch.lrlpt, ch.lr_from, ch.us_few, TUNE_FEW, TUNE_N, ch.us_many,
-             TUNE_MANY, TUNE_N);
+  const sizes *z = tune_sizes();
+  bml__debug(BML_CAT_BUILD, "tuned \"%s\": _l %zu, _lr %zux%zu, %zu lanes, from %zu rows (%.1f us for %zux%zu, %.1f for %zux%zu)",
+             c->name, ch.lrows, ch.lrrows, ch.lrrpt, ch.lrlpt, ch.lr_from, ch.us_few, z->few, z->n, ch.us_many,
+             z->many, z->n);
   if (key) save(key, &ch);
   json_decref(key);
   return 0;

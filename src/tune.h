@@ -22,4 +22,14 @@ const size_t (*bml__tune_lr_candidates(size_t *n))[3];
 /* Tests: no measuring (the remembered or default tunables only). */
 void bml__tune_disable(bool off);
 
+/* Tests: the quick measurement (on off: the full one).  The same
+ * candidates, each built and its bits the same, timed on products a
+ * sixteenth as big and once: a choice for tests, not for a card's speed.
+ * Its remembered entries have "measure": "quick" in their key, so neither
+ * measurement takes the other's.  Until this is called, the environment's
+ * BANKML_TEST_QUICK_TUNE=1 (the test suite's own: make check sets it, and
+ * so reaches the command's processes) turns it on. */
+void bml__tune_quick(bool on);
+bool bml__tune_is_quick(void);
+
 #endif

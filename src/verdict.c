@@ -16,7 +16,7 @@
 
 /* The key: the card's identity, the native build's options as they are
  * asked for (after the tuning; the extra options of the tests' hooks
- * included) and the oracle's extent.  NULL where hooks other than those
+ * included) and the oracle's extent (full, quick, or the tests' tiny).  NULL where hooks other than those
  * change what the open does. */
 static json_t *verdict_key(const bml__card *c, const bml__device *d) {
   if (!bml__oracle_hooks_cacheable()) return NULL;
@@ -25,7 +25,8 @@ static json_t *verdict_key(const bml__card *c, const bml__device *d) {
   json_t *key = bml__card_identity(&d->cl);
   if (key && json_object_set_new(key, "layout", json_integer(VERDICT_LAYOUT)) == 0 &&
       json_object_set_new(key, "options", json_string(options)) == 0 &&
-      json_object_set_new(key, "checks", json_string(bml__oracle_quick(NULL) ? "quick" : "full")) == 0)
+      json_object_set_new(key, "checks", json_string(bml__oracle_get_hooks()->tiny ? "tiny"
+                                                     : bml__oracle_quick(NULL) ? "quick" : "full")) == 0)
     return key;
   json_decref(key);
   return NULL;

@@ -122,3 +122,59 @@ void run_free(struct run *r) {
   free(r->out);
   free(r->err);
 }
+
+/* ---- what the suites of the command check ---------------------------------- */
+
+/* Misuse: exit 2, nothing on stdout, and stderr names what was wrong. */
+void expect_usage_error(struct run r, const char *named) {
+  cr_expect_eq(r.status, 2, "exit status %d, stderr: %s", r.status, r.err);
+  cr_expect_str_empty(r.out);
+  cr_expect(strstr(r.err, named) != NULL, "stderr does not name '%s': %s", named, r.err);
+  run_free(&r);
+}
+
+/* A member of obj that must be a string, an integer, a number: the test
+ * fails where it is not. */
+const char *string_of(json_t *obj, const char *key) {
+  json_t *v = json_object_get(obj, key);
+  cr_assert(json_is_string(v), "\"%s\" is not a string", key);
+  return json_string_value(v);
+}
+
+json_int_t integer_of(json_t *obj, const char *key) {
+  json_t *v = json_object_get(obj, key);
+  cr_assert(json_is_integer(v), "\"%s\" is not an integer", key);
+  return json_integer_value(v);
+}
+
+double real_of(json_t *obj, const char *key) {
+  json_t *v = json_object_get(obj, key);
+  cr_assert(json_is_number(v), "\"%s\" is not a number", key);
+  return json_number_value(v);
+}
+
+/* The fake ICD in the scenario of tests/fakeicd/<scenario>.conf, and the
+ * fake sysfs tree tests/fixtures/sysfs/<sysfs>. */
+void use_fake_devices(const char *scenario, const char *sysfs) {
+  const char *build = getenv("BANKML_TOP_BUILDDIR"), *src = getenv("BANKML_TOP_SRCDIR");
+  cr_assert(build && src);
+  char path[4096];
+  snprintf(path, sizeof path, "%s/tests/fakeicd/vendors", build);
+  setenv("OCL_ICD_VENDORS", path, 1);
+  snprintf(path, sizeof path, "%s/tests/fakeicd/%s.conf", src, scenario);
+  setenv("BML_FAKEICD_CONFIG", path, 1);
+  snprintf(path, sizeof path, "%s/tests/fixtures/sysfs/%s", src, sysfs);
+  setenv("BANKML_SYSFS_ROOT", path, 1);
+  unsetenv("BANKML_GPU");
+  unsetenv("BANKML_GPU_SOFTWARE");
+}
+
+/* Whether s holds a control character a terminal would act on: C0 other
+ * than newline, DEL, or UTF-8's C1 (0xc2 0x80-0x9f).  Returns its offset, or
+ * -1. */
+long control_at(const char *s) {
+  for (const unsigned char *p = (const unsigned char *)s; *p; p++)
+    if ((*p < 0x20 && *p != '\n') || *p == 0x7f || (p[0] == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f))
+      return (long)(p - (const unsigned char *)s);
+  return -1;
+}

@@ -77,7 +77,16 @@ void bench_summarize(double *ms, long n, struct bench_row *row) {
   row->gbps = row->median_ms > 0 ? (double)bytes / (row->median_ms * 1e6) : 0;
 }
 
-/* BANKML_TEST_SPOIL_BENCH=1 is the test suite's own (tests/test_cli.c): it
+bool bench_test_quick(void) {
+  static int quick = -1;
+  if (quick < 0) {
+    const char *v = getenv("BANKML_TEST_QUICK_BENCH");
+    quick = v && strcmp(v, "1") == 0;
+  }
+  return quick;
+}
+
+/* BANKML_TEST_SPOIL_BENCH=1 is the test suite's own (tests/test_bench.c): it
  * shows that the check below can fail, which no product of a correct
  * build can make it do. */
 bool bench_exact(float *got, const float *want, size_t rows) {
