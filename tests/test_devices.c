@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "logbuf.h"
-#include "bml.h"
+#include "base/bml.h"
 
 /* Points the loader at the fake ICD with a scenario, and sysfs at a
  * fixture tree (NULL: an empty directory that has nothing). Must run

@@ -15,9 +15,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "device.h"
+#include "devices/device.h"
 #include "logbuf.h"
-#include "oracle.h"
+#include "card/oracle.h"
 
 /* ---- the calls, failing on demand ---------------------------------------------- */
 

@@ -9,7 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "device.h"
+#include "devices/device.h"
 #include "runcli.h"
 
 /* A loader file name that exists nowhere: the machine without the loader

@@ -9,9 +9,9 @@
 #include "exact.h"
 #include "golden.h"
 #include "logbuf.h"
-#include "oracle.h"
-#include "tune.h"
-#include "worker.h"
+#include "card/oracle.h"
+#include "card/tune.h"
+#include "share/worker.h"
 
 static bml_pool *pool;
 

@@ -9,8 +9,8 @@
 
 #include "logbuf.h"
 #include "golden.h"
-#include "oracle.h"
-#include "tune.h"
+#include "card/oracle.h"
+#include "card/tune.h"
 
 /* What a verification reported. */
 typedef struct {
@@ -151,7 +151,7 @@ static char *kernel_source_code(void) {
  * vload_half and vstore_half take (core OpenCL C 1.2), and `double` and
  * cl_khr_fp64 only in the test-only build that fakes a twice-rounded fma
  * (-DBML_TEST_DOUBLE_ROUNDED_FMA=1).  The host side is compiled for
- * OpenCL 1.2's API (CL_TARGET_OPENCL_VERSION 120, src/clinc.h) and the
+ * OpenCL 1.2's API (CL_TARGET_OPENCL_VERSION 120, src/devices/clinc.h) and the
  * build asks for no -cl-std (OpenCL C 1.2, the default). */
 Test(oracle, the_kernels_need_no_optional_feature_of_opencl) {
   char *code = kernel_source_code();

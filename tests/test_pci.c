@@ -11,7 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "sysfs.h"
+#include "devices/sysfs.h"
 
 /* ---- helpers ---------------------------------------------------------------- */
 

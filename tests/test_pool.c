@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #include "logbuf.h"
-#include "bml.h"
+#include "base/bml.h"
 #include "golden.h"
 #include "poolgate.h"
 

@@ -9,7 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "bml.h"
+#include "base/bml.h"
 #include "golden.h"
 
 static golden_q1_case *cases;

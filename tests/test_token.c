@@ -8,7 +8,7 @@
 
 #include "golden.h"
 #include "logbuf.h"
-#include "worker.h"
+#include "share/worker.h"
 
 static bml_pool *pool;
 static char logged[8192];

@@ -17,7 +17,7 @@
 #include "logbuf.h"
 #include "golden.h"
 #include "poolgate.h"
-#include "worker.h"
+#include "share/worker.h"
 
 static bml_pool *pool;
 

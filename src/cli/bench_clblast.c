@@ -3,7 +3,7 @@
 
 #include <config.h>
 
-#include "clload.h" /* first: the OpenCL headers at bankml-cl's API level, before CLBlast's includes them */
+#include "devices/clload.h" /* first: the OpenCL headers at bankml-cl's API level, before CLBlast's includes them */
 
 #include <clblast_c.h>
 #include <dlfcn.h>

@@ -23,8 +23,8 @@
 #include <time.h>
 
 #include "bankml-cl.h"
-#include "bml.h"
-#include "golden.h"
+#include "base/bml.h"
+#include "cpu/golden.h"
 
 #define MOST 32
 

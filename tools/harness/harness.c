@@ -21,9 +21,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "bml.h"
-#include "card.h"
-#include "golden.h"
+#include "base/bml.h"
+#include "card/card.h"
+#include "cpu/golden.h"
 
 #define CK(x)                                                                    \
   do {                                                                           \

@@ -24,9 +24,9 @@
 #include <time.h>
 
 #include "bankml-cl.h"
-#include "bml.h"
-#include "golden.h"
-#include "worker.h"
+#include "base/bml.h"
+#include "cpu/golden.h"
+#include "share/worker.h"
 
 #define RUNS_MOST 101
 

@@ -1,0 +1,247 @@
+/* env.c -- every environment variable libbankml-cl reads, parsed strictly in one place. */
+#include "devices/device.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <locale.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+unsigned bml__debug_category(const char *name, size_t len);
+#define DEBUG_KNOWN "all, pool, cpu, device, pci, build, oracle, worker, env"
+
+/* A number starts with a digit, or a minus and a digit (a '.' too for a
+ * decimal): strtol and strtod would also skip any white space (a newline
+ * included) and take a plus sign. */
+static bool starts_number(const char *s, bool decimal) {
+  if (s[0] == '-') s++;
+  return isdigit((unsigned char)s[0]) || (decimal && s[0] == '.');
+}
+
+int bml__parse_long(const char *s, long lo, long hi, long *out) {
+  if (!s || !starts_number(s, false)) return BML_EINVAL;
+  char *end = NULL;
+  errno = 0;
+  long v = strtol(s, &end, 10);
+  if (end == s || *end != '\0') return BML_EINVAL;
+  if (errno == ERANGE || v < lo || v > hi) return BML_ERANGE;
+  *out = v;
+  return 0;
+}
+
+/* strtod with '.' as the decimal point whatever the program's locale: an
+ * engine that called setlocale(LC_ALL, "") in a locale with a decimal
+ * comma must not have BANKML_GPU_LIMIT=0.5 refused (and 0,5 taken). */
+static double c_strtod(const char *s, char **end) {
+  locale_t c = newlocale(LC_NUMERIC_MASK, "C", (locale_t)0);
+  locale_t old = c ? uselocale(c) : (locale_t)0;
+  double v = strtod(s, end);
+  if (c) {
+    uselocale(old);
+    freelocale(c);
+  }
+  return v;
+}
+
+int bml__parse_double(const char *s, double lo, double hi, double *out) {
+  if (!s || !starts_number(s, true)) return BML_EINVAL;
+  char *end = NULL;
+  errno = 0;
+  double v = c_strtod(s, &end);
+  if (end == s || *end != '\0' || !isfinite(v)) return BML_EINVAL;
+  if (errno == ERANGE || v < lo || v > hi) return BML_ERANGE;
+  *out = v;
+  return 0;
+}
+
+/* The value of name, or NULL when unset or empty.  Each one set is said
+ * under BANKML_DEBUG=env (not BANKML_DEBUG itself: reading it is what
+ * turns the categories on). */
+static const char *env_value(const char *name) {
+  const char *v = getenv(name);
+  if (!v || !*v) return NULL;
+  if (strcmp(name, "BANKML_DEBUG") != 0) bml__debug(BML_CAT_ENV, "%s=\"%s\"", name, v);
+  return v;
+}
+
+int bml__env_threads(int *out) {
+  const char *v = env_value("BANKML_THREADS");
+  if (!v) return 0;
+  long n;
+  int rc = bml__parse_long(v, 1, BML_POOL_MAX_THREADS, &n);
+  if (rc != 0) {
+    bml__error(BML_CAT_ENV, "BANKML_THREADS=\"%s\": %s (expected a whole number of threads, 1 to %d)", v,
+               rc == BML_ERANGE ? "out of range" : "not a number", BML_POOL_MAX_THREADS);
+    return BML_EENV;
+  }
+  *out = (int)n;
+  return 0;
+}
+
+int bml__env_gpu_queues(int *out) {
+  const char *v = env_value("BANKML_GPU_QUEUES");
+  if (!v) return 0;
+  long n;
+  int rc = bml__parse_long(v, 1, BML_MAX_QUEUES, &n);
+  if (rc != 0) {
+    bml__error(BML_CAT_ENV, "BANKML_GPU_QUEUES=\"%s\": %s (expected a whole number of queues, 1 to %d)", v,
+               rc == BML_ERANGE ? "out of range" : "not a number", BML_MAX_QUEUES);
+    return BML_EENV;
+  }
+  *out = (int)n;
+  return 0;
+}
+
+int bml__env_cpu_path(const char **out) {
+  const char *v = env_value("BANKML_CPU_PATH");
+  if (v) *out = v;
+  return 0;
+}
+
+int bml__env_sysfs_root(const char **out) {
+  const char *v = env_value("BANKML_SYSFS_ROOT");
+  if (!v) return 0;
+  if (v[0] != '/' || strlen(v) >= 512) {
+    bml__error(BML_CAT_ENV, "BANKML_SYSFS_ROOT=\"%s\": %s", v,
+               v[0] != '/' ? "not an absolute path" : "too long (at most 511 characters)");
+    return BML_EENV;
+  }
+  *out = v;
+  return 0;
+}
+
+/* Appends "name" (cut past 32 bytes) to the list of unknown categories in
+ * buf, ", "-separated, until it would pass cap - 8 bytes: then "..." once. */
+static void list_unknown(char *buf, size_t cap, const char *name, size_t len) {
+  size_t used = strlen(buf);
+  if (used >= cap - 8) return; /* already full, and said so */
+  const int shown = len > 32 ? 29 : (int)len;
+  int n = snprintf(buf + used, cap - used, "%s\"%.*s%s\"", used ? ", " : "", shown, name, len > 32 ? "..." : "");
+  if (n < 0 || used + (size_t)n >= cap - 8) snprintf(buf + used, cap - used, "%s...", used ? ", " : "");
+}
+
+/* The categories of BANKML_DEBUG.  Names it does not know are one warning
+ * that lists them (20,000 of them were 20,000 warnings, each repeating
+ * the whole value: 41 MB on stderr). */
+unsigned bml__env_debug(void) {
+  const char *v = env_value("BANKML_DEBUG");
+  if (!v) return 0;
+  if (strcmp(v, "all") == 0 || strcmp(v, "1") == 0) return ~0u;
+  unsigned mask = 0;
+  size_t unknown = 0;
+  char names[200] = "";
+  for (const char *p = v; *p;) {
+    size_t len = strcspn(p, ",");
+    unsigned cat = bml__debug_category(p, len);
+    if (cat == 0 && len > 0) {
+      unknown++;
+      list_unknown(names, sizeof names, p, len);
+    }
+    mask |= cat;
+    p += len;
+    if (*p == ',') p++;
+  }
+  const size_t vlen = strlen(v);
+  if (unknown == 1)
+    bml__warn(BML_CAT_ENV, "BANKML_DEBUG=\"%.*s%s\": unknown category %s ignored (known: %s)", vlen > 64 ? 61 : (int)vlen,
+              v, vlen > 64 ? "..." : "", names, DEBUG_KNOWN);
+  else if (unknown > 1)
+    bml__warn(BML_CAT_ENV, "BANKML_DEBUG=\"%.*s%s\": %zu unknown categories ignored: %s (known: %s)",
+              vlen > 64 ? 61 : (int)vlen, v, vlen > 64 ? "..." : "", unknown, names, DEBUG_KNOWN);
+  return mask;
+}
+
+int bml__env_gpu(const char **out) {
+  const char *v = env_value("BANKML_GPU");
+  if (v) *out = v;
+  return 0;
+}
+
+int bml__env_gpu_software(bool *out) {
+  const char *v = env_value("BANKML_GPU_SOFTWARE");
+  if (!v) return 0;
+  if (strcmp(v, "1") == 0 || strcmp(v, "0") == 0) {
+    *out = v[0] == '1';
+    return 0;
+  }
+  bml__error(BML_CAT_ENV, "BANKML_GPU_SOFTWARE=\"%s\": expected 1 (software devices usable, "
+             "for tests and CI) or 0", v);
+  return BML_EENV;
+}
+
+int bml__env_golden_dir(const char **out) {
+  const char *v = env_value("BANKML_GOLDEN_DIR");
+  if (v) *out = v;
+  return 0;
+}
+
+int bml__env_pci_ids(const char **out) {
+  const char *v = env_value("BANKML_PCI_IDS");
+  if (v) *out = v;
+  return 0;
+}
+
+/* A decimal from the environment, clamped into [lo, hi] (out-of-range
+ * values are clamped, as the variable's documentation says; junk is an
+ * error naming it). */
+static int env_clamped(const char *name, double lo, double hi, const char *range, double *out) {
+  const char *v = env_value(name);
+  if (!v) return 0;
+  /* past any range, infinities included, is clamped too; junk and NaN are
+   * not numbers */
+  char *end = NULL;
+  double d = isspace((unsigned char)v[0]) ? 0.0 : c_strtod(v, &end);
+  if (!end || end == v || *end != '\0' || isnan(d)) {
+    bml__error(BML_CAT_ENV, "%s=\"%s\": not a number (expected %s)", name, v, range);
+    return BML_EENV;
+  }
+  *out = d < lo ? lo : d > hi ? hi : d; /* an overflow's ERANGE is clamped like any other */
+  return 0;
+}
+
+int bml__env_gpu_share(double *out) { return env_clamped("BANKML_GPU_SHARE", 0.0, 0.95, "0 to 0.95", out); }
+
+int bml__env_gpu_limit(double *out) { return env_clamped("BANKML_GPU_LIMIT", 0.05, 1.0, "0.05 to 1", out); }
+
+void bml__env_cache_dirs(const char **bankml, const char **xdg, const char **home) {
+  *bankml = env_value("BANKML_CACHE_DIR");
+  *xdg = env_value("XDG_CACHE_HOME");
+  *home = env_value("HOME");
+}
+
+int bml__env_verify(bool *always) {
+  const char *v = env_value("BANKML_VERIFY");
+  if (!v) return 0;
+  if (strcmp(v, "always") == 0 || strcmp(v, "cached") == 0) {
+    *always = v[0] == 'a';
+    return 0;
+  }
+  bml__error(BML_CAT_ENV, "BANKML_VERIFY=\"%s\": expected always (verify, check the batches and calibrate at "
+             "every open) or cached (a remembered verdict, confirmed by a spot check on the card)", v);
+  return BML_EENV;
+}
+
+void bml__env_icd(const char **vendors, const char **vendor_path, const char **filenames) {
+  *vendors = env_value("OCL_ICD_VENDORS");
+  *vendor_path = env_value("OPENCL_VENDOR_PATH");
+  *filenames = env_value("OCL_ICD_FILENAMES");
+}
+
+int bml_env_check(void) {
+  int threads, queues;
+  bool software;
+  double share, limit;
+  const char *gpu = NULL, *root = NULL;
+  bml__gpu_choice choice;
+  /* each one, so that every bad variable is named, not only the first */
+  int rc = bml__env_threads(&threads);
+  if (bml__env_gpu(&gpu) == 0 && bml__gpu_choice_parse("BANKML_GPU", gpu, &choice) != 0) rc = BML_EENV;
+  if (bml__env_gpu_software(&software) != 0) rc = BML_EENV;
+  if (bml__env_gpu_share(&share) != 0) rc = BML_EENV;
+  if (bml__env_gpu_limit(&limit) != 0) rc = BML_EENV;
+  if (bml__env_gpu_queues(&queues) != 0) rc = BML_EENV;
+  if (bml__env_sysfs_root(&root) != 0) rc = BML_EENV;
+  return rc;
+}

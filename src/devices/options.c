@@ -1,0 +1,142 @@
+/* options.c -- a worker's settings: the caller's options, else the environment, else the defaults. */
+#include "devices/options.h"
+
+#include "devices/device.h"
+#include "share/limiter.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+int bml__options_take(const void *given, void *local, size_t local_size, size_t min, const char *what) {
+  size_t size;
+  memcpy(&size, given, sizeof size);
+  if (size < min) {
+    bml__error(BML_CAT_ENV, "%s.size=%zu: below the first version's %zu (fill the options with %s_init)", what, size,
+               min, what);
+    return BML_EINVAL;
+  }
+  const unsigned char *p = given;
+  for (size_t i = local_size; i < size; i++)
+    if (p[i] != 0) {
+      bml__error(BML_CAT_ENV, "%s: the caller's header sets members this library (%s, %zu bytes of options) does "
+                 "not know (%zu bytes)", what, bml_version_string(), local_size, size);
+      return BML_ENOTSUP;
+    }
+  memcpy(local, given, size < local_size ? size : local_size);
+  memcpy(local, &local_size, sizeof local_size); /* the size is now the local copy's */
+  return 0;
+}
+
+void bml_worker_options_init(bml_worker_options *o) {
+  if (!o) return;
+  memset(o, 0, sizeof *o);
+  o->size = sizeof *o;
+  o->software = -1;
+  o->share = -1.0;
+  o->limit = -1.0;
+  o->verify = BML_VERIFY_DEFAULT;
+}
+
+/* The last member of the first version: its size stays this. */
+#define WORKER_OPTIONS_V1 (offsetof(bml_worker_options, cl_queue) + sizeof(void *))
+
+static int out_of_range(const char *name, double v, const char *range, int rc) {
+  bml__error(BML_CAT_ENV, "bml_worker_options.%s=%g: out of range (%s)", name, v, range);
+  return rc;
+}
+
+/* The explicit options' ranges; each bad one is named. */
+static int check_options(const bml_worker_options *o) {
+  if (!(o->share < 0.0) && !(o->share <= 1.0)) return out_of_range("share", o->share, "0 to 1; below 0: unset", BML_ERANGE);
+  if (!(o->limit < 0.0) && !(o->limit >= BML_LIMIT_MIN && o->limit <= 1.0))
+    return out_of_range("limit", o->limit, "0.05 to 1; below 0: unset", BML_ERANGE);
+  if (o->queues < 0 || o->queues > BML_MAX_QUEUES) return out_of_range("queues", o->queues, "1 to 8; 0: unset", BML_ERANGE);
+  if (o->software < -1 || o->software > 1) return out_of_range("software", o->software, "-1: unset, 0 or 1", BML_EINVAL);
+  if ((int)o->verify < BML_VERIFY_DEFAULT || o->verify > BML_VERIFY_ALWAYS)
+    return out_of_range("verify", (int)o->verify, "BML_VERIFY_DEFAULT, _CACHED or _ALWAYS", BML_EINVAL);
+  return 0;
+}
+
+/* Each setting: the option where the caller set it (its variable is not
+ * read then: it overrides nothing the caller chose), else its variable,
+ * else the default. */
+int bml__worker_settings_read(const bml_worker_options *given, bml__worker_settings *s) {
+  bml_worker_options o;
+  bml_worker_options_init(&o);
+  int rc = given ? bml__options_take(given, &o, sizeof o, WORKER_OPTIONS_V1, "bml_worker_options") : 0;
+  if (rc == 0) rc = check_options(&o);
+  if (rc != 0) return rc;
+  *s = (bml__worker_settings){.device = o.device, .software = o.software, .share = o.share,
+                              .share_from = "bml_worker_options.share", .limit = o.limit, .queues = o.queues,
+                              .verify_always = o.verify == BML_VERIFY_ALWAYS, .ctx = o.cl_context,
+                              .queue = o.cl_queue};
+  if (o.share < 0.0) s->share_from = "BANKML_GPU_SHARE", rc = bml__env_gpu_share(&s->share);
+  if (rc == 0 && o.limit < 0.0) s->limit = BML_LIMIT_DEFAULT, rc = bml__env_gpu_limit(&s->limit);
+  if (rc == 0 && o.queues == 0) rc = bml__env_gpu_queues(&s->queues);
+  if (rc == 0 && o.verify == BML_VERIFY_DEFAULT) rc = bml__env_verify(&s->verify_always);
+  return rc;
+}
+
+int bml_worker_check_env(void) {
+  bml__worker_settings s;
+  return bml__worker_settings_read(NULL, &s);
+}
+
+/* ---- the engine's context and queue ------------------------------------------------- */
+
+/* The queue's device, after checking it is in order and of s->ctx (which
+ * becomes its context when not given). */
+static int queue_device(bml__worker_settings *s, cl_device_id *dev) {
+  cl_context ctx = NULL;
+  cl_command_queue_properties props = 0;
+  cl_int rc = clGetCommandQueueInfo(s->queue, CL_QUEUE_CONTEXT, sizeof ctx, &ctx, NULL);
+  if (rc == CL_SUCCESS) rc = clGetCommandQueueInfo(s->queue, CL_QUEUE_DEVICE, sizeof *dev, dev, NULL);
+  if (rc == CL_SUCCESS) rc = clGetCommandQueueInfo(s->queue, CL_QUEUE_PROPERTIES, sizeof props, &props, NULL);
+  char e[64];
+  if (rc != CL_SUCCESS) {
+    bml__error(BML_CAT_DEVICE, "bml_worker_options.cl_queue: clGetCommandQueueInfo: %s",
+               bml__cl_error_string(rc, e, sizeof e));
+    return rc;
+  }
+  if (props & CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE) {
+    bml__error(BML_CAT_DEVICE, "bml_worker_options.cl_queue: an out-of-order queue (the worker's copies, launches "
+               "and reads rely on their order): give an in-order queue, or none");
+    return BML_EINVAL;
+  }
+  if (s->ctx && s->ctx != ctx) {
+    bml__error(BML_CAT_DEVICE, "bml_worker_options.cl_queue is not a queue of bml_worker_options.cl_context");
+    return BML_EINVAL;
+  }
+  s->ctx = ctx;
+  return 0;
+}
+
+int bml__engine_devices(bml__worker_settings *s, cl_device_id **devs, size_t *ndevs) {
+  *devs = NULL;
+  *ndevs = 0;
+  if (s->queue) {
+    cl_device_id dev;
+    int rc = queue_device(s, &dev);
+    if (rc != 0) return rc;
+    if (!(*devs = malloc(sizeof **devs))) return BML_ENOMEM;
+    **devs = dev;
+    *ndevs = 1;
+    return 0;
+  }
+  size_t bytes = 0;
+  char e[64];
+  cl_int rc = clGetContextInfo(s->ctx, CL_CONTEXT_DEVICES, 0, NULL, &bytes);
+  if (rc == CL_SUCCESS && bytes < sizeof **devs) rc = CL_INVALID_CONTEXT;
+  if (rc == CL_SUCCESS && !(*devs = malloc(bytes))) return BML_ENOMEM;
+  if (rc == CL_SUCCESS) rc = clGetContextInfo(s->ctx, CL_CONTEXT_DEVICES, bytes, *devs, NULL);
+  if (rc != CL_SUCCESS) {
+    bml__error(BML_CAT_DEVICE, "bml_worker_options.cl_context: clGetContextInfo: %s",
+               bml__cl_error_string(rc, e, sizeof e));
+    free(*devs);
+    *devs = NULL;
+    return rc;
+  }
+  *ndevs = bytes / sizeof **devs;
+  return 0;
+}

@@ -1,0 +1,42 @@
+/* options.h -- a worker's settings: the caller's options, else the environment, else the defaults. */
+#ifndef BML_OPTIONS_H
+#define BML_OPTIONS_H
+
+#include "base/bml.h"
+#include "devices/clinc.h"
+
+/* Copies the caller's option struct `given` (its first member its size)
+ * into local (local_size bytes, already filled with the defaults): the
+ * members both know.  min: the size of the struct's first version.
+ * Returns 0, BML_EINVAL (a size below min: `what` names the struct in the
+ * message) or BML_ENOTSUP (members beyond local_size that are not zero: a
+ * newer header's, which this library cannot honour). */
+int bml__options_take(const void *given, void *local, size_t local_size, size_t min, const char *what);
+
+/* What a worker's open uses, each from its option or else the environment. */
+typedef struct {
+  const char *device;     /* bml_discover_options.gpu's syntax; NULL: BANKML_GPU (discovery reads it) */
+  int software;           /* -1: BANKML_GPU_SOFTWARE (discovery reads it) */
+  double share;           /* < 0: calibrated */
+  const char *share_from; /* who fixed it: "bml_worker_options.share" or "BANKML_GPU_SHARE" */
+  double limit;
+  int queues;             /* 0: the card's default */
+  bool verify_always;
+  cl_context ctx;         /* the engine's, or NULL */
+  cl_command_queue queue; /* the engine's, or NULL */
+} bml__worker_settings;
+
+/* Reads o (NULL: the defaults) and the environment into s.  Returns 0,
+ * BML_EINVAL, BML_ENOTSUP, BML_ERANGE (a bad option, named in the
+ * message) or BML_EENV (a bad variable, named). */
+int bml__worker_settings_read(const bml_worker_options *o, bml__worker_settings *s);
+
+/* The devices the engine's context and queue allow (s->ctx's, or the
+ * queue's device alone; s->ctx becomes the queue's context where only the
+ * queue was given), after checking that the queue is in order and of
+ * s->ctx.  Returns 0 with *devs (malloc'd; free it) and *ndevs, or
+ * BML_EINVAL (named in the message), BML_ENOMEM or the OpenCL error of a
+ * query. */
+int bml__engine_devices(bml__worker_settings *s, cl_device_id **devs, size_t *ndevs);
+
+#endif

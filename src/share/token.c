@@ -1,0 +1,551 @@
+/* token.c -- a decode's token: its groups planned and uploaded once, run resident on the card as the host asks. */
+#include "share/token.h"
+
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* cl/q1_0.cl's q1_0_token: its words in host and device memory. */
+#define TOKEN_REQ 0u
+#define TOKEN_DONE 16u
+#define TOKEN_EXIT 32u
+#define TOKEN_COUNT 16u /* in dev */
+#define TOKEN_TABLE 64u
+#define TOKEN_GROUP_WORDS 8u
+#define TOKEN_ABORT 0xffffffffu
+/* A request: the ticket's low 20 bits above the group's 12 (cl/q1_0.cl's
+ * BML_TOKEN_WORD); tickets run 1 .. TOKEN_TICKET_MOST, groups below
+ * TOKEN_GROUPS_MOST. */
+#define TOKEN_WORD(ticket, group) (((ticket) << 12) | (uint32_t)(group))
+#define TOKEN_TICKET_MOST 0xffffeu
+#define TOKEN_GROUPS_MOST 4096u
+#define TOKEN_HEAD 256u /* bytes of the words above, in both */
+
+/* How long a run waits for its group before it takes the card for broken
+ * (the token then runs its groups through the worker's batches): a group
+ * takes microseconds on a GPU, but a software device's threads may wait
+ * for the host's cores. */
+#define TOKEN_GIVE_UP_SECONDS 10.0
+/* ... and how long for the kernel to start: a software device (PoCL)
+ * compiles it at its first launch, which took a minute on a busy 2-core
+ * machine. */
+#define TOKEN_START_SECONDS 600.0
+/* Launches a run tries where the kernel gave up waiting for its group
+ * just before it came. */
+#define TOKEN_TRIES 2
+
+struct bml_token {
+  bml_worker *w; /* NULL once the worker closed before the token */
+  bml_product *p;
+  size_t count, ngroups;
+  size_t *first; /* ngroups + 1: each group's first product */
+  bool resident; /* its groups may run resident on the card */
+  bool loaded;   /* its matrices are on the card */
+  /* on the card */
+  bml__card *card;
+  const bml__build *build;
+  cl_mem bits, d0, dev, host;
+  uint32_t *h; /* host's mapping */
+  size_t card_bytes;
+  size_t out_at;     /* byte offset of the results in host */
+  size_t *act_off;   /* each group's activation: byte offset in host and dev */
+  size_t nwg;
+  uint32_t spins;
+  /* the launch on the card */
+  cl_event running; /* NULL: none */
+  uint32_t launch;  /* launches made (the one running, when one is) */
+  uint32_t *ran;    /* each group: the launch it last ran in (a launch runs a group once) */
+  uint32_t ticket;  /* the next group's ticket */
+  uint32_t ticket0; /* the running launch's first (one below it: the tickets wrapped, a new launch) */
+  /* where each group runs: learnt from its first runs (card or CPU) */
+  uint8_t *where;   /* WHERE_* */
+  float *times;     /* TRIALS card times, then TRIALS CPU times, per group (seconds) */
+  uint8_t *tried;   /* runs timed so far, per group */
+  bool check_only;  /* resident or nothing (bml__token_check_only) */
+  bml_token *link;  /* the worker's list of tokens */
+};
+
+/* Where a group runs.  A group's first runs are timed on the card
+ * (resident) and on the CPU alone, TRIALS each in turn after one untimed
+ * on the card (its matrices' upload): the faster median wins, for good
+ * (the time of a run includes the pool's wake-up and the card's wait, which
+ * is what a decode pays for either). */
+enum { WHERE_LEARN = 0, WHERE_CARD, WHERE_CPU, WHERE_BATCH };
+#define TRIALS 5
+
+/* Neighbours that share an activation (pointer and n) are one group, at
+ * most 16 products (as the worker's batches group them). */
+static size_t count_groups(const bml_product *p, size_t count, size_t *first) {
+  size_t n = 0;
+  for (size_t i = 0, j; i < count; i = j) {
+    for (j = i + 1; j < count && j - i < 16 && p[j].act == p[i].act && p[j].n == p[i].n; j++) continue;
+    if (first) first[n] = i;
+    n++;
+  }
+  if (first) first[n] = count;
+  return n;
+}
+
+static size_t group_rows(const bml_token *t, size_t g) {
+  size_t rows = 0;
+  for (size_t i = t->first[g]; i < t->first[g + 1]; i++) rows += t->p[i].rows;
+  return rows;
+}
+
+/* Row-blocks group g's matrix takes on the card (rows x whole tiles). */
+static size_t group_rb(const bml_token *t, size_t g) {
+  return bml__card_matrix_bytes(group_rows(t, g), t->p[t->first[g]].n) / BML_ROW_BLOCK_BYTES;
+}
+
+/* ---- the card's copy ------------------------------------------------------- */
+
+static void free_card(bml_token *t) {
+  bml__token_park(t);
+  if (t->h && t->host) {
+    clEnqueueUnmapMemObject(t->card->queue, t->host, t->h, 0, NULL, NULL);
+    clFinish(t->card->queue);
+  }
+  cl_mem *mems[] = {&t->bits, &t->d0, &t->dev, &t->host};
+  for (size_t i = 0; i < BML_ARRAY_SIZE(mems); i++)
+    if (*mems[i]) clReleaseMemObject(*mems[i]), *mems[i] = NULL;
+  t->h = NULL;
+  if (t->w && t->card_bytes) bml__worker_token_hold(t->w, -(int64_t)t->card_bytes);
+  t->card_bytes = 0;
+  t->loaded = false;
+}
+
+/* Group g's matrix repacked into the token's buffers at row-block rb0. */
+static int upload_group(bml_token *t, size_t g, size_t rb0) {
+  const size_t n = t->p[t->first[g]].n, nb = n / BML_Q1_0_BLOCK, rows = group_rows(t, g), rb = group_rb(t, g);
+  bml__rows_part parts[16];
+  size_t np = 0;
+  for (size_t i = t->first[g]; i < t->first[g + 1]; i++) parts[np++] = (bml__rows_part){t->p[i].wts, t->p[i].rows};
+  uint32_t *bits = malloc(rb * 16);
+  float *d0 = malloc(rb * sizeof *d0);
+  int rc = bits && d0 ? 0 : BML_ENOMEM;
+  if (rc == 0) {
+    bml__card_repack(parts, 0, rows, nb, bits, d0);
+    rc = clEnqueueWriteBuffer(t->card->queue, t->bits, CL_TRUE, rb0 * 16, rb * 16, bits, 0, NULL, NULL);
+  }
+  if (rc == 0) rc = clEnqueueWriteBuffer(t->card->queue, t->d0, CL_TRUE, rb0 * sizeof *d0, rb * sizeof *d0, d0, 0, NULL, NULL);
+  free(bits);
+  free(d0);
+  return rc;
+}
+
+/* Group g's records, planned as one launch of at most nwg work-groups
+ * would be (kernels.c), numbered across the plan's launches: the resident
+ * kernel's work-group k takes the group's work-groups k, k + nwg, ...
+ * Writes them at desc, its table entry at entry; returns the records. */
+static size_t plan_group(bml_token *t, size_t g, size_t rb0, bml__desc *desc, uint32_t *entry) {
+  const size_t n = t->p[t->first[g]].n, rows = group_rows(t, g);
+  bml__card_chunk ch = {0, rows, 0, rb0, group_rb(t, g)};
+  bml__card_matrix m = {rows, n, 1, &ch, 0};
+  bml__batch_item item = {&m, BML_BATCHED_LR, t->act_off[g], t->out_at / sizeof(float)}; /* out_base: host's start */
+  bml__batch_rec rec;
+  bml__batch_run run;
+  const size_t groups_max = t->card->max_groups, run_bytes = t->card->run_bytes;
+  t->card->max_groups = t->nwg, t->card->run_bytes = SIZE_MAX;
+  bml__batch_plan(t->card, &item, 1, &rec, desc, &run);
+  t->card->max_groups = groups_max, t->card->run_bytes = run_bytes;
+  entry[1] = 1, entry[2] = desc[0].first_group + desc[0].wgs;
+  return 1;
+}
+
+/* The token's matrices, records and buffers on the card.  Returns 0, or an
+ * error (then nothing is held and the token runs through batches). */
+static int load(bml_token *t) {
+  bml__card *c = t->card;
+  /* dev: the words, the table, the activations (one each), the records
+   * (one a group); host: the words, the activations at the same offsets,
+   * the results of a group */
+  const size_t table = TOKEN_TABLE * 4;
+  size_t rb = 0, act = (table + t->ngroups * TOKEN_GROUP_WORDS * 4 + 63) / 64 * 64, rows_most = 0;
+  for (size_t g = 0; g < t->ngroups; g++) {
+    const size_t r = group_rows(t, g);
+    rb += group_rb(t, g);
+    t->act_off[g] = act;
+    act += bml__card_act_bytes(t->p[t->first[g]].n);
+    if (r > rows_most) rows_most = r;
+  }
+  const size_t records = (act + 63) / 64 * 64, dev_bytes = records + t->ngroups * sizeof(bml__desc);
+  t->out_at = (act + 63) / 64 * 64;
+  const size_t host_bytes = t->out_at + rows_most * sizeof(float);
+  const size_t bytes = rb * BML_ROW_BLOCK_BYTES + dev_bytes + host_bytes;
+  if (rb * 16 > c->max_alloc || dev_bytes > c->max_alloc || host_bytes > c->max_alloc ||
+      records / 4 + t->ngroups * sizeof(bml__desc) / 4 > UINT32_MAX || rb > UINT32_MAX ||
+      !bml__worker_token_fits(t->w, bytes))
+    return BML_ENOMEM;
+  cl_int rc = CL_SUCCESS;
+  uint32_t *words = calloc(1, dev_bytes);
+  if (!words) return BML_ENOMEM;
+  t->bits = clCreateBuffer(c->ctx, CL_MEM_READ_ONLY, rb * 16, NULL, &rc);
+  if (rc == CL_SUCCESS) t->d0 = clCreateBuffer(c->ctx, CL_MEM_READ_ONLY, rb * sizeof(float), NULL, &rc);
+  if (rc == CL_SUCCESS) t->dev = clCreateBuffer(c->ctx, CL_MEM_READ_WRITE, dev_bytes, NULL, &rc);
+  if (rc == CL_SUCCESS)
+    t->host = c->create_buffer_nv
+                  ? c->create_buffer_nv(c->ctx, CL_MEM_READ_WRITE, BML_MEM_LOCATION_HOST_NV | BML_MEM_PINNED_NV,
+                                        host_bytes, NULL, &rc)
+                  : clCreateBuffer(c->ctx, CL_MEM_READ_WRITE | CL_MEM_ALLOC_HOST_PTR, host_bytes, NULL, &rc);
+  if (rc == CL_SUCCESS)
+    t->h = clEnqueueMapBuffer(c->queue, t->host, CL_TRUE, CL_MAP_READ | CL_MAP_WRITE, 0, host_bytes, 0, NULL, NULL, &rc);
+  if (rc == CL_SUCCESS) {
+    t->card_bytes = bytes;
+    bml__worker_token_hold(t->w, (int64_t)bytes);
+    memset(t->h, 0, TOKEN_HEAD);
+  }
+  size_t rb0 = 0;
+  bml__desc *desc = (bml__desc *)((char *)words + records);
+  for (size_t g = 0; rc == CL_SUCCESS && g < t->ngroups; g++) {
+    uint32_t *entry = words + TOKEN_TABLE + g * TOKEN_GROUP_WORDS;
+    entry[0] = (uint32_t)((records + g * sizeof(bml__desc)) / 4);
+    entry[3] = (uint32_t)t->act_off[g];
+    entry[4] = (uint32_t)bml__card_act_bytes(t->p[t->first[g]].n);
+    plan_group(t, g, rb0, desc + g, entry);
+    rc = upload_group(t, g, rb0);
+    rb0 += group_rb(t, g);
+  }
+  if (rc == CL_SUCCESS)
+    rc = clEnqueueWriteBuffer(c->queue, t->dev, CL_TRUE, 0, dev_bytes, words, 0, NULL, NULL);
+  free(words);
+  if (rc != CL_SUCCESS) {
+    bml__debug(BML_CAT_WORKER, "a token of %zu groups cannot be put on the card: %s (%d); it runs as batches",
+               t->ngroups, bml_err_name(rc), rc);
+    free_card(t);
+    return rc;
+  }
+  t->loaded = true;
+  return 0;
+}
+
+/* ---- the resident launch --------------------------------------------------- */
+
+/* Posts a word the card polls: after everything written before it (a
+ * group's activation, the group), and out at once.  Host memory the card
+ * reads over the bus may be mapped write-combining (NVIDIA's), whose
+ * stores wait in the CPU's buffers, in any order, until a fence drains
+ * them: a ticket left there is one the card never sees. */
+static void post(uint32_t *word, uint32_t value) {
+  atomic_thread_fence(memory_order_seq_cst);
+  atomic_store_explicit((_Atomic uint32_t *)word, value, memory_order_seq_cst);
+  atomic_thread_fence(memory_order_seq_cst);
+}
+
+void bml__token_park(bml_token *t) {
+  if (!t || !t->running) return;
+  post(&t->h[TOKEN_REQ], TOKEN_ABORT);
+  clWaitForEvents(1, &t->running);
+  clReleaseEvent(t->running);
+  t->running = NULL;
+  if (t->w) bml__worker_set_resident(t->w, NULL);
+}
+
+/* Launches the kernel, its first ticket t->ticket. */
+static int launch(bml_token *t) {
+  const bml__card *c = t->card;
+  cl_kernel k = t->build->token;
+  const cl_uint ticket = t->ticket, spins = t->spins;
+  const cl_uint zero = 0;
+  const size_t local = bml__card_lr_wg(c), global = t->nwg * local;
+  /* a ticket the kernel waits past (not an abort left by the last park) */
+  post(&t->h[TOKEN_REQ], TOKEN_WORD(ticket - 1, 0));
+  cl_int rc = clEnqueueFillBuffer(c->queue, t->dev, &zero, sizeof zero, 0, TOKEN_HEAD, 0, NULL, NULL);
+  if (rc == CL_SUCCESS) rc = clSetKernelArg(k, 0, sizeof(cl_mem), &t->bits);
+  if (rc == CL_SUCCESS) rc = clSetKernelArg(k, 1, sizeof(cl_mem), &t->d0);
+  if (rc == CL_SUCCESS) rc = clSetKernelArg(k, 2, sizeof(cl_mem), &t->host);
+  if (rc == CL_SUCCESS) rc = clSetKernelArg(k, 3, sizeof(cl_mem), &t->dev);
+  if (rc == CL_SUCCESS) rc = clSetKernelArg(k, 4, sizeof(cl_mem), &t->host);
+  if (rc == CL_SUCCESS) rc = clSetKernelArg(k, 5, sizeof ticket, &ticket);
+  if (rc == CL_SUCCESS) rc = clSetKernelArg(k, 6, sizeof spins, &spins);
+  if (rc == CL_SUCCESS) rc = clEnqueueNDRangeKernel(c->queue, k, 1, NULL, &global, &local, 0, NULL, &t->running);
+  if (rc == CL_SUCCESS) rc = clFlush(c->queue);
+  if (rc != CL_SUCCESS && t->running) bml__token_park(t);
+  if (rc == CL_SUCCESS) {
+    t->ticket0 = ticket;
+    t->launch = t->launch + 1 ? t->launch + 1 : 1; /* 0 is no launch */
+    bml__worker_set_resident(t->w, t);
+  }
+  return rc;
+}
+
+/* A resident launch's kernel that ended by itself (it gave up waiting):
+ * its event released.  Returns its error, or 0; *started (may be NULL):
+ * whether it has started (a software device compiles a kernel at its
+ * first launch, which may take long before it runs). */
+static cl_int reap(bml_token *t, bool *started) {
+  cl_int state = CL_QUEUED;
+  if (started) *started = true;
+  if (!t->running) return CL_SUCCESS;
+  cl_int rc = clGetEventInfo(t->running, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof state, &state, NULL);
+  if (started) *started = rc != CL_SUCCESS || state <= CL_RUNNING;
+  if (rc == CL_SUCCESS && state > CL_COMPLETE) return CL_SUCCESS; /* still running */
+  if (rc == CL_SUCCESS && state < 0) rc = state;
+  clReleaseEvent(t->running);
+  t->running = NULL;
+  bml__worker_set_resident(t->w, NULL);
+  return rc;
+}
+
+/* Waits for group g's ticket: 0 when done, 1 when the kernel gave up
+ * before it (to launch again), or an error (the card's, or a wait past
+ * TOKEN_GIVE_UP_SECONDS once the kernel runs, TOKEN_START_SECONDS before). */
+static int await(bml_token *t, uint32_t ticket) {
+  _Atomic uint32_t *done = (_Atomic uint32_t *)&t->h[TOKEN_DONE], *exit = (_Atomic uint32_t *)&t->h[TOKEN_EXIT];
+  const double begun = bml__now();
+  double until = begun + TOKEN_GIVE_UP_SECONDS;
+  bool started = false;
+  for (unsigned i = 1;; i++) {
+    if (atomic_load_explicit(done, memory_order_acquire) == ticket) return 0;
+    if ((i & 255u) == 0) {
+      if (atomic_load_explicit(exit, memory_order_acquire) == ticket) return 1;
+      sched_yield(); /* a software device's thread may need this core */
+      bool now_started;
+      const cl_int rc = reap(t, &now_started);
+      if (rc != CL_SUCCESS) return rc;
+      if (!t->running) /* ended without a word for this ticket: gave up as it was written */
+        return atomic_load_explicit(done, memory_order_acquire) == ticket ? 0 : 1;
+      const double now = bml__now();
+      if (!started && now_started) until = now + TOKEN_GIVE_UP_SECONDS; /* from its start */
+      started |= now_started;
+      if (now > (started ? until : begun + TOKEN_START_SECONDS)) return CL_OUT_OF_RESOURCES;
+    }
+    bml__cpu_relax();
+  }
+}
+
+/* The group's results, from host memory into its products' outputs. */
+static void scatter(const bml_token *t, size_t g) {
+  const float *at = (const float *)((const char *)t->h + t->out_at);
+  for (size_t i = t->first[g]; i < t->first[g + 1]; i++) {
+    memcpy(t->p[i].out, at, t->p[i].rows * sizeof *at);
+    at += t->p[i].rows;
+  }
+}
+
+/* The ticket after `ticket`, back to 1 past TOKEN_TICKET_MOST (a launch
+ * ends before: run_resident). */
+static void next_ticket(bml_token *t, uint32_t ticket) {
+  t->ticket = ticket >= TOKEN_TICKET_MOST ? 1 : ticket + 1;
+}
+
+/* Group g resident on the card (the worker entered); sec: upload, launch,
+ * wait, copy out.  Returns 0, or an error after which the group must run
+ * otherwise. */
+static int run_resident(bml_token *t, size_t g, double sec[BML_TOKEN_PHASES]) {
+  if (!t->loaded) {
+    int rc = load(t);
+    if (rc != 0) return rc;
+  }
+  /* a launch runs a group once (cl/q1_0.cl), and a ticket past the abort's
+   * needs a new one */
+  if (t->running && (t->ran[g] == t->launch || t->ticket < t->ticket0)) bml__token_park(t);
+  int rc = reap(t, NULL);
+  for (int tries = 0; rc == 0 && tries < TOKEN_TRIES; tries++) {
+    double t0 = bml__now();
+    if (!t->running && (rc = launch(t)) != 0) break;
+    double t1 = bml__now();
+    const uint32_t ticket = t->ticket;
+    const bml_product *p = &t->p[t->first[g]];
+    bml__card_act_repack(p->act, p->n, (char *)t->h + t->act_off[g]);
+    post(&t->h[TOKEN_REQ], TOKEN_WORD(ticket, g));
+    double t2 = bml__now();
+    rc = bml__worker_token_fault(t->w) ? CL_OUT_OF_RESOURCES : await(t, ticket);
+    double t3 = bml__now();
+    sec[0] += t2 - t1, sec[1] += t1 - t0, sec[2] += t3 - t2;
+    if (rc == 1) { /* it gave up just before: once more, from a new launch */
+      bml__token_park(t);
+      next_ticket(t, ticket);
+      rc = 0;
+      continue;
+    }
+    if (rc != 0) break;
+    scatter(t, g);
+    sec[3] += bml__now() - t3;
+    next_ticket(t, ticket);
+    t->ran[g] = t->launch;
+    return 0;
+  }
+  cl_int state = 0;
+  if (t->running) clGetEventInfo(t->running, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof state, &state, NULL);
+  bml__debug(BML_CAT_WORKER, "a token's group %zu: %s%s (%d); tickets: asked %u, done %u, given up %u; launch %u, "
+             "its state %d, %zu work-groups, %u spins", g, rc == 0 ? "the card gave up waiting for it, every launch" : "",
+             rc == 0 ? "" : bml_err_name(rc), rc, t->h[TOKEN_REQ], t->h[TOKEN_DONE], t->h[TOKEN_EXIT], t->launch,
+             (int)state, t->nwg, t->spins);
+  if (rc == 0) rc = CL_OUT_OF_RESOURCES; /* gave up every time */
+  bml__token_park(t);
+  return rc;
+}
+
+/* Group g on the worker's pool alone. */
+static int run_cpu(bml_token *t, size_t g) {
+  bml__cpu_piece pc[16];
+  size_t np = 0;
+  for (size_t i = t->first[g]; i < t->first[g + 1]; i++)
+    pc[np++] = (bml__cpu_piece){t->p[i].wts, t->p[i].rows, t->p[i].n, t->p[i].act, t->p[i].out};
+  return bml__pool_mat_vec_many(bml__worker_pool(t->w), pc, np, NULL, NULL, NULL);
+}
+
+static int cmpf(const void *a, const void *b) {
+  const float x = *(const float *)a, y = *(const float *)b;
+  return x < y ? -1 : x > y;
+}
+
+void bml__token_check_only(bml_token *t) { t->check_only = true; }
+
+/* Where group g runs now: its decision, or its next trial. */
+static int where(bml_token *t, size_t g) {
+  if (t->check_only) return t->resident ? WHERE_CARD : WHERE_BATCH;
+  const int fixed = bml__worker_token_where(t->w);
+  if (fixed != WHERE_LEARN) return fixed == WHERE_CARD && !t->resident ? WHERE_BATCH : fixed;
+  if (!t->resident) return WHERE_BATCH;
+  if (t->where[g] != WHERE_LEARN) return t->where[g];
+  return t->tried[g] % 2 == 0 ? WHERE_CARD : WHERE_CPU; /* the first (untimed) on the card */
+}
+
+/* A trial's time: after TRIALS each way, the faster median decides. */
+static void learn(bml_token *t, size_t g, int ran, double seconds) {
+  if (t->where[g] != WHERE_LEARN || ran == WHERE_BATCH || bml__worker_token_where(t->w) != WHERE_LEARN) return;
+  const unsigned k = t->tried[g]++;
+  if (k == 0) return; /* the upload's */
+  float *card = t->times + g * 2 * TRIALS, *cpu = card + TRIALS;
+  const unsigned n = (k - 1) / 2; /* runs 1, 2: cpu 0, card 1 ... */
+  if (n < TRIALS) (ran == WHERE_CARD ? card : cpu)[n] = (float)bml__worker_token_seconds(t->w, ran == WHERE_CARD, seconds);
+  if (k < 2 * TRIALS) return;
+  qsort(card, TRIALS, sizeof *card, cmpf);
+  qsort(cpu, TRIALS, sizeof *cpu, cmpf);
+  t->where[g] = card[TRIALS / 2] <= cpu[TRIALS / 2] ? WHERE_CARD : WHERE_CPU;
+  bml__debug(BML_CAT_WORKER, "a token's group %zu (\"%s\", %zu products): the %s (median %.1f us on the card, %.1f on "
+             "the CPU)", g, t->p[t->first[g]].name, t->first[g + 1] - t->first[g],
+             t->where[g] == WHERE_CARD ? "card" : "CPU", card[TRIALS / 2] * 1e6, cpu[TRIALS / 2] * 1e6);
+}
+
+/* ---- the calls ------------------------------------------------------------- */
+
+static void drop(bml_token *t) {
+  if (t->card) free_card(t);
+}
+
+void bml__tokens_drop(bml_token *list) {
+  for (bml_token *t = list; t; t = t->link) drop(t);
+}
+
+void bml__tokens_detach(bml_token *list) {
+  for (bml_token *t = list, *next; t; t = next) {
+    next = t->link;
+    drop(t);
+    t->w = NULL, t->link = NULL;
+  }
+}
+
+/* Links t into (or out of) its worker's list. */
+static void link_token(bml_token *t, bool add) {
+  bml_token **head = bml__worker_tokens(t->w);
+  if (add) {
+    t->link = *head, *head = t;
+    return;
+  }
+  while (*head && *head != t) head = &(*head)->link;
+  if (*head) *head = t->link;
+}
+
+
+int bml_worker_token_open(bml_worker *w, const bml_product *products, size_t count, bml_token **out) {
+  if (!out) return BML_EINVAL;
+  *out = NULL;
+  if (!w || !products || count == 0) return BML_EINVAL;
+  for (size_t i = 0; i < count; i++) {
+    const bml_product *p = &products[i];
+    int rc = p->name ? bml__q1_0_check(p->wts, p->rows, p->n, p->act, p->out) : BML_EINVAL;
+    if (rc != 0) return rc;
+  }
+  bml_token *t = calloc(1, sizeof *t);
+  if (!t) return BML_ENOMEM;
+  t->count = count;
+  t->ngroups = count_groups(products, count, NULL);
+  t->p = malloc(count * sizeof *t->p);
+  t->first = malloc((t->ngroups + 1) * sizeof *t->first);
+  t->act_off = calloc(t->ngroups, sizeof *t->act_off);
+  t->ran = calloc(t->ngroups, sizeof *t->ran);
+  t->where = calloc(t->ngroups, sizeof *t->where);
+  t->times = calloc(t->ngroups * 2 * TRIALS, sizeof *t->times);
+  t->tried = calloc(t->ngroups, sizeof *t->tried);
+  if (!t->p || !t->first || !t->act_off || !t->ran || !t->where || !t->times || !t->tried) {
+    bml_token_close(t);
+    return BML_ENOMEM;
+  }
+  memcpy(t->p, products, count * sizeof *t->p);
+  count_groups(products, count, t->first);
+  if (!bml__worker_enter(w)) {
+    bml_token_close(t);
+    return BML_EBUSY;
+  }
+  t->w = w;
+  t->card = bml__worker_token_card(w, &t->build, &t->nwg, &t->spins);
+  t->resident = t->card != NULL && t->ngroups < TOKEN_GROUPS_MOST;
+  t->ticket = 1;
+  link_token(t, true);
+  bml__worker_leave(w);
+  *out = t;
+  return 0;
+}
+
+size_t bml_token_groups(const bml_token *t) { return t ? t->ngroups : 0; }
+
+size_t bml_token_group_first(const bml_token *t, size_t g) { return t && g <= t->ngroups ? t->first[g] : 0; }
+
+int bml_token_resident(const bml_token *t) { return t && t->resident; }
+
+int bml_token_run(bml_token *t, size_t g) {
+  if (!t || g >= t->ngroups) return BML_EINVAL;
+  if (!t->w) return BML_ESTATE;
+  bml_worker *w = t->w;
+  const bml_product *p = t->p + t->first[g];
+  const size_t count = t->first[g + 1] - t->first[g];
+  if (!bml__worker_enter(w)) return BML_EBUSY;
+  /* the worker may have lost the card since (retired, or a child of fork()) */
+  if (t->resident && bml__worker_token_card(w, &t->build, &t->nwg, &t->spins) != t->card) t->resident = false;
+  const int at = where(t, g);
+  const double t0 = bml__now();
+  double sec[BML_TOKEN_PHASES] = {0};
+  int rc = 1;
+  if (at == WHERE_CARD) {
+    rc = run_resident(t, g, sec);
+    bml__worker_token_ran(w, count, rc, sec);
+    if (rc != 0) {
+      bml__debug(BML_CAT_WORKER, "a token's group %zu did not run resident: %s (%d); its groups run as batches", g,
+                 bml_err_name(rc), rc);
+      t->resident = false;
+      free_card(t);
+    }
+  } else if (at == WHERE_CPU) {
+    rc = run_cpu(t, g);
+    sec[BML_TOKEN_PHASES - 1] = bml__now() - t0;
+    if (rc == 0) bml__worker_token_ran(w, count, BML_EVERIFY, sec); /* the CPU's by decision */
+  }
+  const int ran = rc == 0 ? at : WHERE_BATCH;
+  if (rc != 0 && at != WHERE_CPU && !t->check_only) rc = bml__worker_batch_entered(w, p, count);
+  if (rc == 1) rc = BML_ENOTSUP; /* check only: not resident here */
+  if (rc == 0) learn(t, g, ran, bml__now() - t0);
+  bml__worker_leave(w);
+  return rc;
+}
+
+void bml_token_close(bml_token *t) {
+  if (!t) return;
+  bml_worker *w = t->w;
+  if (w) {
+    bml__worker_enter_waiting(w); /* another thread's call: wait it out */
+    drop(t);
+    link_token(t, false);
+    bml__worker_leave(w);
+  }
+  free(t->p);
+  free(t->first);
+  free(t->act_off);
+  free(t->ran);
+  free(t->where);
+  free(t->times);
+  free(t->tried);
+  free(t);
+}
