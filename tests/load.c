@@ -25,6 +25,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/hooks.h"
 #include "base/bml.h"
 #include "golden.h"
 #include "card/oracle.h"

@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/hooks.h"
 #include "card/oracle.h"
 #include "card/tune.h"
 

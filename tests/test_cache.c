@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "base/hooks.h"
 #include "card/cache.h"
 #include "exact.h"
 #include "golden.h"

@@ -15,6 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/hooks.h"
 #include "devices/device.h"
 #include "logbuf.h"
 #include "card/oracle.h"

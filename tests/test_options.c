@@ -9,6 +9,7 @@
 #include "exact.h"
 #include "golden.h"
 #include "logbuf.h"
+#include "base/hooks.h"
 #include "card/oracle.h"
 #include "card/tune.h"
 #include "share/worker.h"

@@ -9,6 +9,7 @@
 
 #include "logbuf.h"
 #include "golden.h"
+#include "base/hooks.h"
 #include "card/oracle.h"
 #include "card/tune.h"
 

@@ -8,6 +8,7 @@
 
 #include "golden.h"
 #include "logbuf.h"
+#include "base/hooks.h"
 #include "share/worker.h"
 
 static bml_pool *pool;

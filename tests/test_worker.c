@@ -17,6 +17,7 @@
 #include "logbuf.h"
 #include "golden.h"
 #include "poolgate.h"
+#include "base/hooks.h"
 #include "share/worker.h"
 
 static bml_pool *pool;

@@ -1,5 +1,5 @@
-/* env.c -- every environment variable libbankml-cl reads, parsed strictly in one place. */
-#include "devices/device.h"
+/* env.c -- every environment variable libbankml-cl reads (but BANKML_DEBUG: base/log.c), parsed strictly in one place. */
+#include "base/bml.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -9,8 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-unsigned bml__debug_category(const char *name, size_t len);
-#define DEBUG_KNOWN "all, pool, cpu, device, pci, build, oracle, worker, env"
 
 /* A number starts with a digit, or a minus and a digit (a '.' too for a
  * decimal): strtol and strtod would also skip any white space (a newline
@@ -57,12 +55,12 @@ int bml__parse_double(const char *s, double lo, double hi, double *out) {
 }
 
 /* The value of name, or NULL when unset or empty.  Each one set is said
- * under BANKML_DEBUG=env (not BANKML_DEBUG itself: reading it is what
- * turns the categories on). */
+ * under BANKML_DEBUG=env (BANKML_DEBUG itself is read by base/log.c:
+ * reading it is what turns the categories on). */
 static const char *env_value(const char *name) {
   const char *v = getenv(name);
   if (!v || !*v) return NULL;
-  if (strcmp(name, "BANKML_DEBUG") != 0) bml__debug(BML_CAT_ENV, "%s=\"%s\"", name, v);
+  bml__debug(BML_CAT_ENV, "%s=\"%s\"", name, v);
   return v;
 }
 
@@ -110,47 +108,6 @@ int bml__env_sysfs_root(const char **out) {
   }
   *out = v;
   return 0;
-}
-
-/* Appends "name" (cut past 32 bytes) to the list of unknown categories in
- * buf, ", "-separated, until it would pass cap - 8 bytes: then "..." once. */
-static void list_unknown(char *buf, size_t cap, const char *name, size_t len) {
-  size_t used = strlen(buf);
-  if (used >= cap - 8) return; /* already full, and said so */
-  const int shown = len > 32 ? 29 : (int)len;
-  int n = snprintf(buf + used, cap - used, "%s\"%.*s%s\"", used ? ", " : "", shown, name, len > 32 ? "..." : "");
-  if (n < 0 || used + (size_t)n >= cap - 8) snprintf(buf + used, cap - used, "%s...", used ? ", " : "");
-}
-
-/* The categories of BANKML_DEBUG.  Names it does not know are one warning
- * that lists them (20,000 of them were 20,000 warnings, each repeating
- * the whole value: 41 MB on stderr). */
-unsigned bml__env_debug(void) {
-  const char *v = env_value("BANKML_DEBUG");
-  if (!v) return 0;
-  if (strcmp(v, "all") == 0 || strcmp(v, "1") == 0) return ~0u;
-  unsigned mask = 0;
-  size_t unknown = 0;
-  char names[200] = "";
-  for (const char *p = v; *p;) {
-    size_t len = strcspn(p, ",");
-    unsigned cat = bml__debug_category(p, len);
-    if (cat == 0 && len > 0) {
-      unknown++;
-      list_unknown(names, sizeof names, p, len);
-    }
-    mask |= cat;
-    p += len;
-    if (*p == ',') p++;
-  }
-  const size_t vlen = strlen(v);
-  if (unknown == 1)
-    bml__warn(BML_CAT_ENV, "BANKML_DEBUG=\"%.*s%s\": unknown category %s ignored (known: %s)", vlen > 64 ? 61 : (int)vlen,
-              v, vlen > 64 ? "..." : "", names, DEBUG_KNOWN);
-  else if (unknown > 1)
-    bml__warn(BML_CAT_ENV, "BANKML_DEBUG=\"%.*s%s\": %zu unknown categories ignored: %s (known: %s)",
-              vlen > 64 ? 61 : (int)vlen, v, vlen > 64 ? "..." : "", unknown, names, DEBUG_KNOWN);
-  return mask;
 }
 
 int bml__env_gpu(const char **out) {
@@ -227,21 +184,4 @@ void bml__env_icd(const char **vendors, const char **vendor_path, const char **f
   *vendors = env_value("OCL_ICD_VENDORS");
   *vendor_path = env_value("OPENCL_VENDOR_PATH");
   *filenames = env_value("OCL_ICD_FILENAMES");
-}
-
-int bml_env_check(void) {
-  int threads, queues;
-  bool software;
-  double share, limit;
-  const char *gpu = NULL, *root = NULL;
-  bml__gpu_choice choice;
-  /* each one, so that every bad variable is named, not only the first */
-  int rc = bml__env_threads(&threads);
-  if (bml__env_gpu(&gpu) == 0 && bml__gpu_choice_parse("BANKML_GPU", gpu, &choice) != 0) rc = BML_EENV;
-  if (bml__env_gpu_software(&software) != 0) rc = BML_EENV;
-  if (bml__env_gpu_share(&share) != 0) rc = BML_EENV;
-  if (bml__env_gpu_limit(&limit) != 0) rc = BML_EENV;
-  if (bml__env_gpu_queues(&queues) != 0) rc = BML_EENV;
-  if (bml__env_sysfs_root(&root) != 0) rc = BML_EENV;
-  return rc;
 }

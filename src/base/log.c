@@ -4,6 +4,7 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* The sink and its context change together: a message logged by another
@@ -29,13 +30,55 @@ static const char *category_name(unsigned cat) {
   return "general";
 }
 
-/* Exposed to env.c, which parses BANKML_DEBUG against the same table. */
-unsigned bml__debug_category(const char *name, size_t len);
-unsigned bml__debug_category(const char *name, size_t len) {
+/* A category by name (0: none). */
+static unsigned debug_category(const char *name, size_t len) {
   for (size_t i = 0; i < BML_ARRAY_SIZE(categories); i++)
     if (strlen(categories[i].name) == len && strncmp(categories[i].name, name, len) == 0)
       return categories[i].cat;
   return 0;
+}
+
+#define DEBUG_KNOWN "all, pool, cpu, device, pci, build, oracle, worker, env"
+
+/* Appends "name" (cut past 32 bytes) to the list of unknown categories in
+ * buf, ", "-separated, until it would pass cap - 8 bytes: then "..." once. */
+static void list_unknown(char *buf, size_t cap, const char *name, size_t len) {
+  size_t used = strlen(buf);
+  if (used >= cap - 8) return; /* already full, and said so */
+  const int shown = len > 32 ? 29 : (int)len;
+  int n = snprintf(buf + used, cap - used, "%s\"%.*s%s\"", used ? ", " : "", shown, name, len > 32 ? "..." : "");
+  if (n < 0 || used + (size_t)n >= cap - 8) snprintf(buf + used, cap - used, "%s...", used ? ", " : "");
+}
+
+/* The categories of BANKML_DEBUG.  Names it does not know are one warning
+ * that lists them (20,000 of them were 20,000 warnings, each repeating
+ * the whole value: 41 MB on stderr). */
+unsigned bml__env_debug(void) {
+  const char *v = getenv("BANKML_DEBUG");
+  if (!v || !*v) return 0;
+  if (strcmp(v, "all") == 0 || strcmp(v, "1") == 0) return ~0u;
+  unsigned mask = 0;
+  size_t unknown = 0;
+  char names[200] = "";
+  for (const char *p = v; *p;) {
+    size_t len = strcspn(p, ",");
+    unsigned cat = debug_category(p, len);
+    if (cat == 0 && len > 0) {
+      unknown++;
+      list_unknown(names, sizeof names, p, len);
+    }
+    mask |= cat;
+    p += len;
+    if (*p == ',') p++;
+  }
+  const size_t vlen = strlen(v);
+  if (unknown == 1)
+    bml__warn(BML_CAT_ENV, "BANKML_DEBUG=\"%.*s%s\": unknown category %s ignored (known: %s)", vlen > 64 ? 61 : (int)vlen,
+              v, vlen > 64 ? "..." : "", names, DEBUG_KNOWN);
+  else if (unknown > 1)
+    bml__warn(BML_CAT_ENV, "BANKML_DEBUG=\"%.*s%s\": %zu unknown categories ignored: %s (known: %s)",
+              vlen > 64 ? 61 : (int)vlen, v, vlen > 64 ? "..." : "", unknown, names, DEBUG_KNOWN);
+  return mask;
 }
 
 static void load_debug(void) { debug_mask = bml__env_debug(); }

@@ -1,7 +1,8 @@
 /* oracle.c -- a card is trusted only after it reproduces, on the card, the CPU kernel's bits: the fma probe and every check. */
 #include "card/oracle.h"
 
-#include "devices/options.h"
+#include "base/hooks.h"
+#include "base/options.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -12,23 +13,8 @@
 #include "cpu/golden.h"
 #include "card/tune.h"
 
-static bml__oracle_hooks hooks;
-
-void bml__oracle_set_hooks(const bml__oracle_hooks *h) {
-  if (h)
-    hooks = *h;
-  else
-    memset(&hooks, 0, sizeof hooks);
-}
-
-const bml__oracle_hooks *bml__oracle_get_hooks(void) { return &hooks; }
-
-bool bml__oracle_hooks_cacheable(void) {
-  return !hooks.force_emulated && !hooks.max_chunk_rows && !hooks.wg && !hooks.local_mem && !hooks.kernel_wg &&
-         !hooks.kernel_wg_emulated && !hooks.open_nomem && !hooks.discrete && !hooks.spoil_batch_check &&
-         !hooks.spoil_token_check &&
-         !hooks.fail_calibration && !hooks.lr_shape[0] && !hooks.max_groups;
-}
+/* The hooks set for the process (base/hooks.c), read. */
+#define hooks (*bml__oracle_get_hooks())
 
 void bml_verify_options_init(bml_verify_options *o) {
   if (!o) return;

@@ -1,7 +1,7 @@
 /* program.c -- a card's context and queue, and the build of the embedded kernels with exact-arithmetic options. */
 #include "card/card.h"
 #include "card/cache.h"
-#include "card/oracle.h" /* its test hooks */
+#include "base/hooks.h"
 
 #include <jansson.h>
 #include <stdio.h>

@@ -1,6 +1,7 @@
 /* verdict.c -- a card's verdict at a worker's open: found by the oracle, or remembered and confirmed on the card. */
 #include "card/verdict.h"
 
+#include "base/hooks.h"
 #include "card/cache.h"
 #include "card/oracle.h"
 

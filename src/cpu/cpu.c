@@ -1,6 +1,7 @@
-/* cpu.c -- picks the CPU kernel at run time: the best path this CPU runs, or one forced for tests. */
+/* cpu.c -- picks the CPU kernel at run time (the best path this CPU runs, or one forced for tests) and runs the public products on it. */
 #include "base/bml.h"
 
+#include <math.h>
 #include <pthread.h>
 #include <string.h>
 
@@ -71,3 +72,18 @@ int bml__q1_0_kernel_force(const char *name) {
 }
 
 const char *bml_cpu_path(void) { return bml__q1_0_kernel_active()->name; }
+
+/* The public products, on the kernel in use. */
+float bml_q1_0_dot(const bml_block_q1_0 *w, const bml_block_q8_0 *a, size_t n) {
+  float out = NAN; /* always written on success */
+  if (bml__q1_0_check(w, 1, n, a, &out) != 0) return NAN;
+  if (bml__q1_0_run(bml__q1_0_kernel_active(), w, 1, n, a, &out) != 0) return NAN;
+  return out;
+}
+
+int bml_q1_0_mat_vec(const bml_block_q1_0 *w, size_t rows, size_t n, const bml_block_q8_0 *a,
+                     float *out) {
+  int rc = bml__q1_0_check(w, rows, n, a, out);
+  if (rc != 0 || rows == 0) return rc;
+  return bml__q1_0_run(bml__q1_0_kernel_active(), w, rows, n, a, out);
+}

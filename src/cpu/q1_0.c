@@ -103,17 +103,3 @@ int bml__q1_0_run(const bml__q1_0_kernel *k, const bml_block_q1_0 *w, size_t row
   if (scratch != stack) bml__aligned_free(scratch);
   return 0;
 }
-
-float bml_q1_0_dot(const bml_block_q1_0 *w, const bml_block_q8_0 *a, size_t n) {
-  float out;
-  if (bml__q1_0_check(w, 1, n, a, &out) != 0) return NAN;
-  if (bml__q1_0_run(bml__q1_0_kernel_active(), w, 1, n, a, &out) != 0) return NAN;
-  return out;
-}
-
-int bml_q1_0_mat_vec(const bml_block_q1_0 *w, size_t rows, size_t n, const bml_block_q8_0 *a,
-                     float *out) {
-  int rc = bml__q1_0_check(w, rows, n, a, out);
-  if (rc != 0 || rows == 0) return rc;
-  return bml__q1_0_run(bml__q1_0_kernel_active(), w, rows, n, a, out);
-}

@@ -1,6 +1,6 @@
 /* registry.c -- the device listing: cross-check with the kernel, classify, dedupe, order, select. */
 #include "devices/device.h"
-#include "devices/options.h"
+#include "base/options.h"
 
 #include <ctype.h>
 #include <stdatomic.h>
@@ -523,4 +523,22 @@ void bml_devices_free(bml_devices *d) {
 const char *bml_device_kind_name(bml_device_kind kind) {
   static const char *const names[] = {"discrete", "integrated", "cpu", "accelerator", "remote", "other"};
   return (unsigned)kind < BML_ARRAY_SIZE(names) ? names[kind] : "other";
+}
+
+/* Every variable of the library, each parsed (BANKML_GPU here, the others in base/env.c). */
+int bml_env_check(void) {
+  int threads, queues;
+  bool software;
+  double share, limit;
+  const char *gpu = NULL, *root = NULL;
+  bml__gpu_choice choice;
+  /* each one, so that every bad variable is named, not only the first */
+  int rc = bml__env_threads(&threads);
+  if (bml__env_gpu(&gpu) == 0 && bml__gpu_choice_parse("BANKML_GPU", gpu, &choice) != 0) rc = BML_EENV;
+  if (bml__env_gpu_software(&software) != 0) rc = BML_EENV;
+  if (bml__env_gpu_share(&share) != 0) rc = BML_EENV;
+  if (bml__env_gpu_limit(&limit) != 0) rc = BML_EENV;
+  if (bml__env_gpu_queues(&queues) != 0) rc = BML_EENV;
+  if (bml__env_sysfs_root(&root) != 0) rc = BML_EENV;
+  return rc;
 }

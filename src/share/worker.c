@@ -1,8 +1,9 @@
 /* worker.c -- a verified card and the CPU pool share each product: calibrated share, per-shape decision, limiter, faults. */
+#include "base/hooks.h"
 #include "share/worker.h"
 
 #include "cpu/golden.h"
-#include "devices/options.h"
+#include "share/settings.h"
 #include "share/token.h"
 #include "card/tune.h"
 #include "card/verdict.h"

@@ -24,6 +24,7 @@
 #include <time.h>
 
 #include "bankml-cl.h"
+#include "base/hooks.h"
 #include "base/bml.h"
 #include "cpu/golden.h"
 #include "share/worker.h"

@@ -1,5 +1,7 @@
-/* options.c -- a worker's settings: the caller's options, else the environment, else the defaults. */
-#include "devices/options.h"
+/* settings.c -- a worker's settings: the caller's options, else the environment, else the defaults. */
+#include "share/settings.h"
+
+#include "base/options.h"
 
 #include "devices/device.h"
 #include "share/limiter.h"
@@ -7,26 +9,6 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-
-int bml__options_take(const void *given, void *local, size_t local_size, size_t min, const char *what) {
-  size_t size;
-  memcpy(&size, given, sizeof size);
-  if (size < min) {
-    bml__error(BML_CAT_ENV, "%s.size=%zu: below the first version's %zu (fill the options with %s_init)", what, size,
-               min, what);
-    return BML_EINVAL;
-  }
-  const unsigned char *p = given;
-  for (size_t i = local_size; i < size; i++)
-    if (p[i] != 0) {
-      bml__error(BML_CAT_ENV, "%s: the caller's header sets members this library (%s, %zu bytes of options) does "
-                 "not know (%zu bytes)", what, bml_version_string(), local_size, size);
-      return BML_ENOTSUP;
-    }
-  memcpy(local, given, size < local_size ? size : local_size);
-  memcpy(local, &local_size, sizeof local_size); /* the size is now the local copy's */
-  return 0;
-}
 
 void bml_worker_options_init(bml_worker_options *o) {
   if (!o) return;
