@@ -16,7 +16,7 @@
 #include "logbuf.h"
 #include "card/oracle.h"
 #include "card/tune.h"
-#include "share/worker.h"
+#include "share/access.h"
 
 static bml_pool *pool;
 static char dir[64];

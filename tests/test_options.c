@@ -12,7 +12,7 @@
 #include "base/hooks.h"
 #include "card/oracle.h"
 #include "card/tune.h"
-#include "share/worker.h"
+#include "share/access.h"
 
 static bml_pool *pool;
 

@@ -9,7 +9,8 @@
 #include "golden.h"
 #include "logbuf.h"
 #include "base/hooks.h"
-#include "share/worker.h"
+#include "card/card.h"
+#include "share/access.h"
 
 static bml_pool *pool;
 static char logged[8192];

@@ -18,7 +18,9 @@
 #include "golden.h"
 #include "poolgate.h"
 #include "base/hooks.h"
-#include "share/worker.h"
+#include "card/card.h"
+#include "share/plan.h"
+#include "share/access.h"
 
 static bml_pool *pool;
 

@@ -1,26 +1,10 @@
 /* token.c -- a decode's token: its groups planned and uploaded once, run resident on the card as the host asks. */
-#include "share/token.h"
+#include "share/token_int.h"
 
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* cl/q1_0.cl's q1_0_token: its words in host and device memory. */
-#define TOKEN_REQ 0u
-#define TOKEN_DONE 16u
-#define TOKEN_EXIT 32u
-#define TOKEN_COUNT 16u /* in dev */
-#define TOKEN_TABLE 64u
-#define TOKEN_GROUP_WORDS 8u
-#define TOKEN_ABORT 0xffffffffu
-/* A request: the ticket's low 20 bits above the group's 12 (cl/q1_0.cl's
- * BML_TOKEN_WORD); tickets run 1 .. TOKEN_TICKET_MOST, groups below
- * TOKEN_GROUPS_MOST. */
-#define TOKEN_WORD(ticket, group) (((ticket) << 12) | (uint32_t)(group))
-#define TOKEN_TICKET_MOST 0xffffeu
-#define TOKEN_GROUPS_MOST 4096u
-#define TOKEN_HEAD 256u /* bytes of the words above, in both */
 
 /* How long a run waits for its group before it takes the card for broken
  * (the token then runs its groups through the worker's batches): a group
@@ -34,37 +18,6 @@
 /* Launches a run tries where the kernel gave up waiting for its group
  * just before it came. */
 #define TOKEN_TRIES 2
-
-struct bml_token {
-  bml_worker *w; /* NULL once the worker closed before the token */
-  bml_product *p;
-  size_t count, ngroups;
-  size_t *first; /* ngroups + 1: each group's first product */
-  bool resident; /* its groups may run resident on the card */
-  bool loaded;   /* its matrices are on the card */
-  /* on the card */
-  bml__card *card;
-  const bml__build *build;
-  cl_mem bits, d0, dev, host;
-  uint32_t *h; /* host's mapping */
-  size_t card_bytes;
-  size_t out_at;     /* byte offset of the results in host */
-  size_t *act_off;   /* each group's activation: byte offset in host and dev */
-  size_t nwg;
-  uint32_t spins;
-  /* the launch on the card */
-  cl_event running; /* NULL: none */
-  uint32_t launch;  /* launches made (the one running, when one is) */
-  uint32_t *ran;    /* each group: the launch it last ran in (a launch runs a group once) */
-  uint32_t ticket;  /* the next group's ticket */
-  uint32_t ticket0; /* the running launch's first (one below it: the tickets wrapped, a new launch) */
-  /* where each group runs: learnt from its first runs (card or CPU) */
-  uint8_t *where;   /* WHERE_* */
-  float *times;     /* TRIALS card times, then TRIALS CPU times, per group (seconds) */
-  uint8_t *tried;   /* runs timed so far, per group */
-  bool check_only;  /* resident or nothing (bml__token_check_only) */
-  bml_token *link;  /* the worker's list of tokens */
-};
 
 /* Where a group runs.  A group's first runs are timed on the card
  * (resident) and on the CPU alone, TRIALS each in turn after one untimed
@@ -99,21 +52,6 @@ static size_t group_rb(const bml_token *t, size_t g) {
 }
 
 /* ---- the card's copy ------------------------------------------------------- */
-
-static void free_card(bml_token *t) {
-  bml__token_park(t);
-  if (t->h && t->host) {
-    clEnqueueUnmapMemObject(t->card->queue, t->host, t->h, 0, NULL, NULL);
-    clFinish(t->card->queue);
-  }
-  cl_mem *mems[] = {&t->bits, &t->d0, &t->dev, &t->host};
-  for (size_t i = 0; i < BML_ARRAY_SIZE(mems); i++)
-    if (*mems[i]) clReleaseMemObject(*mems[i]), *mems[i] = NULL;
-  t->h = NULL;
-  if (t->w && t->card_bytes) bml__worker_token_hold(t->w, -(int64_t)t->card_bytes);
-  t->card_bytes = 0;
-  t->loaded = false;
-}
 
 /* Group g's matrix repacked into the token's buffers at row-block rb0. */
 static int upload_group(bml_token *t, size_t g, size_t rb0) {
@@ -212,7 +150,7 @@ static int load(bml_token *t) {
   if (rc != CL_SUCCESS) {
     bml__debug(BML_CAT_WORKER, "a token of %zu groups cannot be put on the card: %s (%d); it runs as batches",
                t->ngroups, bml_err_name(rc), rc);
-    free_card(t);
+    bml__token_free_card(t);
     return rc;
   }
   t->loaded = true;
@@ -220,26 +158,6 @@ static int load(bml_token *t) {
 }
 
 /* ---- the resident launch --------------------------------------------------- */
-
-/* Posts a word the card polls: after everything written before it (a
- * group's activation, the group), and out at once.  Host memory the card
- * reads over the bus may be mapped write-combining (NVIDIA's), whose
- * stores wait in the CPU's buffers, in any order, until a fence drains
- * them: a ticket left there is one the card never sees. */
-static void post(uint32_t *word, uint32_t value) {
-  atomic_thread_fence(memory_order_seq_cst);
-  atomic_store_explicit((_Atomic uint32_t *)word, value, memory_order_seq_cst);
-  atomic_thread_fence(memory_order_seq_cst);
-}
-
-void bml__token_park(bml_token *t) {
-  if (!t || !t->running) return;
-  post(&t->h[TOKEN_REQ], TOKEN_ABORT);
-  clWaitForEvents(1, &t->running);
-  clReleaseEvent(t->running);
-  t->running = NULL;
-  if (t->w) bml__worker_set_resident(t->w, NULL);
-}
 
 /* Launches the kernel, its first ticket t->ticket. */
 static int launch(bml_token *t) {
@@ -249,7 +167,7 @@ static int launch(bml_token *t) {
   const cl_uint zero = 0;
   const size_t local = bml__card_lr_wg(c), global = t->nwg * local;
   /* a ticket the kernel waits past (not an abort left by the last park) */
-  post(&t->h[TOKEN_REQ], TOKEN_WORD(ticket - 1, 0));
+  bml__token_post(&t->h[TOKEN_REQ], TOKEN_WORD(ticket - 1, 0));
   cl_int rc = clEnqueueFillBuffer(c->queue, t->dev, &zero, sizeof zero, 0, TOKEN_HEAD, 0, NULL, NULL);
   if (rc == CL_SUCCESS) rc = clSetKernelArg(k, 0, sizeof(cl_mem), &t->bits);
   if (rc == CL_SUCCESS) rc = clSetKernelArg(k, 1, sizeof(cl_mem), &t->d0);
@@ -348,7 +266,7 @@ static int run_resident(bml_token *t, size_t g, double sec[BML_TOKEN_PHASES]) {
     const uint32_t ticket = t->ticket;
     const bml_product *p = &t->p[t->first[g]];
     bml__card_act_repack(p->act, p->n, (char *)t->h + t->act_off[g]);
-    post(&t->h[TOKEN_REQ], TOKEN_WORD(ticket, g));
+    bml__token_post(&t->h[TOKEN_REQ], TOKEN_WORD(ticket, g));
     double t2 = bml__now();
     rc = bml__worker_token_fault(t->w) ? CL_OUT_OF_RESOURCES : await(t, ticket);
     double t3 = bml__now();
@@ -421,22 +339,6 @@ static void learn(bml_token *t, size_t g, int ran, double seconds) {
 }
 
 /* ---- the calls ------------------------------------------------------------- */
-
-static void drop(bml_token *t) {
-  if (t->card) free_card(t);
-}
-
-void bml__tokens_drop(bml_token *list) {
-  for (bml_token *t = list; t; t = t->link) drop(t);
-}
-
-void bml__tokens_detach(bml_token *list) {
-  for (bml_token *t = list, *next; t; t = next) {
-    next = t->link;
-    drop(t);
-    t->w = NULL, t->link = NULL;
-  }
-}
 
 /* Links t into (or out of) its worker's list. */
 static void link_token(bml_token *t, bool add) {
@@ -516,7 +418,7 @@ int bml_token_run(bml_token *t, size_t g) {
       bml__debug(BML_CAT_WORKER, "a token's group %zu did not run resident: %s (%d); its groups run as batches", g,
                  bml_err_name(rc), rc);
       t->resident = false;
-      free_card(t);
+      bml__token_free_card(t);
     }
   } else if (at == WHERE_CPU) {
     rc = run_cpu(t, g);
@@ -536,7 +438,7 @@ void bml_token_close(bml_token *t) {
   bml_worker *w = t->w;
   if (w) {
     bml__worker_enter_waiting(w); /* another thread's call: wait it out */
-    drop(t);
+    bml__token_drop(t);
     link_token(t, false);
     bml__worker_leave(w);
   }

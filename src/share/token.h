@@ -4,7 +4,7 @@
 
 #include "card/card.h"
 
-/* ---- the worker's side, for token.c (worker.c) ---------------------------- */
+/* ---- the worker's side, for token.c (share/access.c, share/worker.c) ------ */
 
 /* Enters w as a call does (one thread at a time): false when another
  * thread is inside.  leave ends it. */
@@ -50,7 +50,7 @@ bml_token **bml__worker_tokens(bml_worker *w);
 /* The group's products through the worker's batches (enter taken). */
 int bml__worker_batch_entered(bml_worker *w, const bml_product *products, size_t count);
 
-/* ---- the token's side, for worker.c (token.c) ----------------------------- */
+/* ---- the token's side, for the worker (share/resident.c) ------------------ */
 
 /* Makes t run every group resident (the open's check of tokens): no
  * learning, no batches (a group that cannot run resident fails). */

@@ -27,7 +27,7 @@
 #include "base/hooks.h"
 #include "base/bml.h"
 #include "cpu/golden.h"
-#include "share/worker.h"
+#include "share/access.h"
 
 #define RUNS_MOST 101
 
