@@ -4,6 +4,8 @@
 
 #include "common.h"
 #include "devices/device.h"
+#include "base/log.h"
+#include "base/env.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

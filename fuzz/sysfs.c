@@ -11,6 +11,7 @@
 
 #include "common.h"
 #include "devices/sysfs.h"
+#include "base/util.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

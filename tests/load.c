@@ -30,6 +30,8 @@
 #include "golden.h"
 #include "card/oracle.h"
 #include "card/tune.h"
+#include "base/env.h"
+#include "cpu/gen.h"
 
 /* ---- options ------------------------------------------------------------------ */
 

@@ -8,6 +8,8 @@
 #include <sys/wait.h>
 
 #include "base/bml.h"
+#include "base/log.h"
+#include "base/env.h"
 
 Test(env, whole_numbers_parse_strictly) {
   long v = -1;

@@ -19,6 +19,9 @@
 #include "devices/device.h"
 #include "logbuf.h"
 #include "card/oracle.h"
+#include "card/card.h"
+#include "card/program.h"
+#include "card/kernels.h"
 
 /* ---- the calls, failing on demand ---------------------------------------------- */
 

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "base/bml.h"
+#include "cpu/half.h"
 
 Test(half, every_half_round_trips) {
   for (uint32_t h = 0; h < 65536; h++) {

@@ -12,6 +12,8 @@
 #include <unistd.h>
 
 #include "devices/sysfs.h"
+#include "base/env.h"
+#include "base/util.h"
 
 /* ---- helpers ---------------------------------------------------------------- */
 

@@ -11,6 +11,8 @@
 
 #include "base/bml.h"
 #include "golden.h"
+#include "cpu/q1_0.h"
+#include "cpu/gen.h"
 
 static golden_q1_case *cases;
 static int ncases;

@@ -11,6 +11,7 @@
 #include "base/hooks.h"
 #include "card/card.h"
 #include "share/access.h"
+#include "cpu/gen.h"
 
 static bml_pool *pool;
 static char logged[8192];

@@ -21,6 +21,10 @@
 #include "card/card.h"
 #include "share/plan.h"
 #include "share/access.h"
+#include "base/util.h"
+#include "cpu/pool.h"
+#include "cpu/gen.h"
+#include "card/kernels.h"
 
 static bml_pool *pool;
 

@@ -1,5 +1,7 @@
 /* env.c -- every environment variable libbankml-cl reads (but BANKML_DEBUG: base/log.c), parsed strictly in one place. */
+#include "base/env.h"
 #include "base/bml.h"
+#include "base/log.h"
 
 #include <ctype.h>
 #include <errno.h>

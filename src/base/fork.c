@@ -1,5 +1,7 @@
 /* fork.c -- what a child of fork() inherits and cannot use: the pool's threads and the OpenCL driver. */
+#include "base/fork.h"
 #include "base/bml.h"
+#include "base/log.h"
 
 #include <pthread.h>
 #include <stdatomic.h>

@@ -1,4 +1,5 @@
 /* log.c -- the one place bankml-cl's messages go through: levels, categories, a settable sink. */
+#include "base/log.h"
 #include "base/bml.h"
 
 #include <pthread.h>

@@ -1,5 +1,6 @@
 /* options.c -- a caller's versioned option struct (its first member its size), taken member by member. */
 #include "base/options.h"
+#include "base/log.h"
 
 #include <string.h>
 

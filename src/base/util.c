@@ -1,4 +1,5 @@
 /* util.c -- small helpers: aligned scratch, the monotonic clock. */
+#include "base/util.h"
 #include "base/bml.h"
 
 #include <stdarg.h>

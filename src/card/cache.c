@@ -1,5 +1,7 @@
 /* cache.c -- what bankml-cl remembers of each card between processes: one JSON file of keyed entries, and program binaries. */
 #include "card/cache.h"
+#include "base/env.h"
+#include "base/log.h"
 
 #include <dirent.h>
 #include <errno.h>

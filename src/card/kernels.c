@@ -1,5 +1,10 @@
 /* kernels.c -- matrices and activations repacked for the card, and the launches of the Q1_0 kernels. */
+#include "card/kernels.h"
+#include "base/log.h"
+#include "cpu/half.h"
 #include "card/card.h"
+#include "card/program.h"
+#include "card/slab.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -1,8 +1,17 @@
 /* oracle.c -- a card is trusted only after it reproduces, on the card, the CPU kernel's bits: the fma probe and every check. */
 #include "card/oracle.h"
 
+#include "base/env.h"
+#include "base/fork.h"
 #include "base/hooks.h"
+#include "base/log.h"
 #include "base/options.h"
+#include "base/util.h"
+#include "cpu/gen.h"
+#include "cpu/half.h"
+#include "card/card.h"
+#include "card/kernels.h"
+#include "card/program.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -1,7 +1,12 @@
 /* program.c -- a card's context and queue, and the build of the embedded kernels with exact-arithmetic options. */
-#include "card/card.h"
-#include "card/cache.h"
+#include "card/program.h"
+#include "base/env.h"
 #include "base/hooks.h"
+#include "base/log.h"
+#include "base/util.h"
+#include "card/cache.h"
+#include "card/card.h"
+#include "card/slab.h"
 
 #include <jansson.h>
 #include <stdio.h>

@@ -1,4 +1,5 @@
 /* slab.c -- a card's matrix memory: a few large buffers, sub-allocated, so one launch can compute many products. */
+#include "card/slab.h"
 #include "card/card.h"
 
 #include <stdlib.h>

@@ -1,5 +1,7 @@
 /* submit.c -- the worker's OpenCL calls on a card's queues and events, each checked by one helper. */
 #include "card/submit.h"
+#include "base/log.h"
+#include "base/util.h"
 
 /* Every call's status goes through here: an error is logged with the call
  * and its place (BANKML_DEBUG=worker), and returned. */

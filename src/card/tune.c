@@ -1,7 +1,13 @@
 /* tune.c -- each card's kernel tunables and kernel choice: measured once, remembered per device and driver. */
 #include "card/tune.h"
 
+#include "base/log.h"
+#include "base/util.h"
+#include "cpu/gen.h"
 #include "card/cache.h"
+#include "card/card.h"
+#include "card/kernels.h"
+#include "card/program.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -2,8 +2,11 @@
 #include "card/verdict.h"
 
 #include "base/hooks.h"
+#include "base/log.h"
 #include "card/cache.h"
+#include "card/card.h"
 #include "card/oracle.h"
+#include "card/program.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -1,5 +1,7 @@
 /* gen.c -- deterministic test data for the oracle and the tests: random regime (-128 quants, special scales) and layer-shaped regime. */
+#include "cpu/gen.h"
 #include "base/bml.h"
+#include "cpu/half.h"
 
 #include <math.h>
 #include <stdlib.h>

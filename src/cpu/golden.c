@@ -1,5 +1,6 @@
 /* golden.c -- reads ggml's golden vectors (for the oracle and the tests) and compares floats bit for bit. */
 #include "cpu/golden.h"
+#include "base/env.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -1,4 +1,5 @@
 /* half.c -- exact IEEE binary16 <-> binary32 conversions, as F16C does them. */
+#include "cpu/half.h"
 #include "base/bml.h"
 
 #include <pthread.h>

@@ -2,7 +2,13 @@
 #if defined(__linux__) && !defined(_GNU_SOURCE)
 #define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
 #endif
+#include "cpu/pool.h"
 #include "base/bml.h"
+#include "base/env.h"
+#include "base/fork.h"
+#include "base/log.h"
+#include "base/util.h"
+#include "cpu/q1_0.h"
 
 #include <errno.h>
 #include <limits.h>

@@ -1,5 +1,8 @@
 /* q1_0.c -- the Q1_0 x Q8_0 dot product: the portable reference and the public CPU entry points. */
+#include "cpu/q1_0.h"
 #include "base/bml.h"
+#include "base/util.h"
+#include "cpu/half.h"
 
 #include <math.h>
 #include <stdint.h>

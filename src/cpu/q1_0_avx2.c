@@ -1,5 +1,7 @@
 /* q1_0_avx2.c -- the AVX2+FMA Q1_0 x Q8_0 path: one row per ymm, four rows a pass, the reference's bits. */
 #include "base/bml.h"
+#include "cpu/half.h"
+#include "cpu/q1_0.h"
 
 #include <immintrin.h>
 #include <string.h>

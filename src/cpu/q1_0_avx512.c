@@ -1,5 +1,7 @@
 /* q1_0_avx512.c -- the AVX-512 (F, BW, VL, VNNI) Q1_0 x Q8_0 path: two rows per zmm, the reference's bits. */
 #include "base/bml.h"
+#include "cpu/half.h"
+#include "cpu/q1_0.h"
 
 #include <immintrin.h>
 #include <string.h>

@@ -1,5 +1,7 @@
 /* q1_0_neon.c -- the AArch64 Q1_0 x Q8_0 paths, plain NEON and with the dot-product extension: two rows a pass, the reference's bits. */
 #include "base/bml.h"
+#include "cpu/half.h"
+#include "cpu/q1_0.h"
 
 #include <arm_neon.h>
 #include <string.h>

@@ -1,5 +1,6 @@
 /* q8_0.c -- Q8_0 quantization of activations, bit for bit as ggml's x86 AVX2 quantize_row_q8_0. */
 #include "base/bml.h"
+#include "cpu/half.h"
 
 #include <math.h>
 

@@ -3,6 +3,7 @@
 #define BML_DEVICE_H
 
 #include "base/bml.h"
+#include "base/util.h"
 #include "devices/clinc.h"
 #include "devices/sysfs.h"
 
@@ -81,6 +82,13 @@ void bml__cl_loader_describe(bml__loader_report *r);
 bool bml__cl_has_extension(const char *extensions, const char *ext);
 /* "CL_DEVICE_NOT_FOUND (-1)" into buf. */
 const char *bml__cl_error_string(cl_int err, char *buf, size_t len);
+
+/* ---- report.c ----------------------------------------------------------------- */
+/* j as JSON text (json_dumpb's flags) in memory of malloc's, which the
+ * caller free()s whatever allocator jansson was given; NULL when out of
+ * memory (report.c). */
+struct json_t;
+char *bml__json_text(const struct json_t *j, size_t flags);
 
 /* ---- icd.c: what the loader could not give, and what to install --------- */
 /* The note for no loader at all (what is missing, and the packages for

@@ -1,5 +1,7 @@
 /* icd.c -- what the ICD loader could not give, as notes that say what to install: no loader, no driver registered, a driver that cannot be loaded. */
 #define _GNU_SOURCE /* RTLD_NOLOAD */
+#include "base/env.h"
+#include "base/util.h"
 #include "devices/device.h"
 
 #include <dirent.h>

@@ -1,4 +1,7 @@
 /* opencl.c -- every platform and device through the ICD loader, described by what the driver says. */
+#include "base/fork.h"
+#include "base/log.h"
+#include "base/util.h"
 #include "devices/device.h"
 
 #include <stdio.h>

@@ -1,4 +1,6 @@
 /* pci.c -- PCI ids and names of a function, through a table of methods (libpci, plain sysfs). */
+#include "base/log.h"
+#include "base/util.h"
 #include "devices/sysfs.h"
 
 #include <ctype.h>

@@ -1,6 +1,9 @@
 /* registry.c -- the device listing: cross-check with the kernel, classify, dedupe, order, select. */
-#include "devices/device.h"
+#include "base/env.h"
+#include "base/log.h"
 #include "base/options.h"
+#include "base/util.h"
+#include "devices/device.h"
 
 #include <ctype.h>
 #include <stdatomic.h>

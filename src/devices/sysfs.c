@@ -1,5 +1,8 @@
 /* sysfs.c -- what sysfs says about a GPU: a PCI function's attributes, its DRM card, and SoC GPUs. */
 #include "devices/sysfs.h"
+#include "base/env.h"
+#include "base/log.h"
+#include "base/util.h"
 
 #include <dirent.h>
 #include <errno.h>

@@ -3,6 +3,7 @@
 #define BML_SYSFS_H
 
 #include "base/bml.h"
+#include "base/util.h"
 
 /* A PCI function, domain:bus:device.function; printed "%04x:%02x:%02x.%x",
  * the name of its /sys/bus/pci/devices entry.  Linux's domains are 32 bits

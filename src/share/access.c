@@ -1,5 +1,7 @@
 /* access.c -- the worker as token.c and the tests reach it: its card for a resident token, its counts, its test hooks. */
 #include "share/access.h"
+#include "base/util.h"
+#include "card/card.h"
 #include "share/worker_int.h"
 
 /* ---- tokens (token.c) ---------------------------------------------------------------------- */

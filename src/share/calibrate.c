@@ -1,4 +1,7 @@
 /* calibrate.c -- the open's calibration: one product timed on the card and on the pool, and the card's round trip. */
+#include "base/util.h"
+#include "cpu/gen.h"
+#include "card/kernels.h"
 #include "share/worker_int.h"
 
 /* ---- open: verify, calibrate -------------------------------------------------------- */

@@ -1,7 +1,12 @@
 /* check.c -- the open's check of the worker's own batches and resident tokens on the card, and the transfers it settles. */
 #include "share/worker_int.h"
 
+#include "base/log.h"
+#include "base/util.h"
+#include "cpu/gen.h"
 #include "cpu/golden.h"
+#include "card/card.h"
+#include "card/program.h"
 
 #include <inttypes.h>
 #include <limits.h>

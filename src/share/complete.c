@@ -1,6 +1,10 @@
 /* complete.c -- a submission completed: the CPU's rows, the card's results awaited and copied out, what it teaches. */
 #include "share/worker_int.h"
 
+#include "base/log.h"
+#include "base/util.h"
+#include "cpu/pool.h"
+#include "card/program.h"
 #include "card/submit.h"
 
 #include <math.h>

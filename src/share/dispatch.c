@@ -1,4 +1,6 @@
 /* dispatch.c -- a submission planned (its groups, each one's card rows, the card resting or not) and started. */
+#include "base/util.h"
+#include "card/kernels.h"
 #include "share/worker_int.h"
 
 #include <time.h>

@@ -1,4 +1,7 @@
 /* fault.c -- the card's faults: its rows to the CPU, the card retired after errors in a row, a child of fork(). */
+#include "base/log.h"
+#include "card/kernels.h"
+#include "card/program.h"
 #include "share/worker_int.h"
 
 /* Errors in a row that retire the card for the process. */

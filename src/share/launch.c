@@ -1,6 +1,12 @@
 /* launch.c -- a submission's card part: the activations in, the launches laid out and enqueued, the reads back. */
 #include "share/worker_int.h"
 
+#include "base/env.h"
+#include "base/log.h"
+#include "base/util.h"
+#include "cpu/pool.h"
+#include "card/card.h"
+#include "card/kernels.h"
 #include "card/submit.h"
 #include "card/tune.h"
 

@@ -1,4 +1,9 @@
 /* matrices.c -- what the worker holds on the card: its matrices (uploaded, moved, dropped), shapes, kinds of batch and staging. */
+#include "base/log.h"
+#include "base/util.h"
+#include "card/card.h"
+#include "card/kernels.h"
+#include "card/slab.h"
 #include "share/worker_int.h"
 
 /* ---- matrices and shapes -------------------------------------------------------- */

@@ -1,6 +1,11 @@
 /* open.c -- a worker opened: its settings read, its card found and verified, checked, calibrated; "GPU not used" said once. */
 #include "share/worker_int.h"
 
+#include "base/fork.h"
+#include "base/log.h"
+#include "base/util.h"
+#include "card/card.h"
+#include "card/program.h"
 #include "share/settings.h"
 
 #include <stdarg.h>

@@ -3,6 +3,8 @@
 
 #include "base/options.h"
 
+#include "base/env.h"
+#include "base/log.h"
 #include "devices/device.h"
 #include "share/limiter.h"
 

@@ -1,4 +1,5 @@
 /* status.c -- the worker's status as JSON: its settings, counters, timings, shapes and kinds of batch, its open. */
+#include "devices/device.h"
 #include "share/worker_int.h"
 
 #include <jansson.h>

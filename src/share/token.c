@@ -1,4 +1,12 @@
 /* token.c -- a decode's token: its groups planned and uploaded once, run resident on the card as the host asks. */
+#include "base/log.h"
+#include "base/util.h"
+#include "cpu/pool.h"
+#include "cpu/q1_0.h"
+#include "card/card.h"
+#include "card/kernels.h"
+#include "card/program.h"
+#include "card/slab.h"
 #include "share/token_int.h"
 
 #include <sched.h>

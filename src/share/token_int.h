@@ -2,6 +2,7 @@
 #ifndef BML_TOKEN_INT_H
 #define BML_TOKEN_INT_H
 
+#include "card/card.h"
 #include "share/token.h"
 
 /* cl/q1_0.cl's q1_0_token: its words in host and device memory. */

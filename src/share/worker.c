@@ -1,4 +1,11 @@
 /* worker.c -- the worker's public calls: products begun, finished, batched; its settings; release and close. */
+#include "base/fork.h"
+#include "base/log.h"
+#include "base/util.h"
+#include "cpu/pool.h"
+#include "cpu/q1_0.h"
+#include "card/kernels.h"
+#include "card/program.h"
 #include "share/worker_int.h"
 
 #include <sched.h>

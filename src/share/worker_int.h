@@ -3,8 +3,11 @@
 #ifndef BML_WORKER_INT_H
 #define BML_WORKER_INT_H
 
+#include "base/fork.h"
 #include "base/hooks.h"
+#include "cpu/pool.h"
 #include "card/card.h"
+#include "card/kernels.h"
 #include "card/verdict.h"
 #include "share/limiter.h"
 #include "share/plan.h"

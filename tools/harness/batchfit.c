@@ -25,6 +25,7 @@
 #include "bankml-cl.h"
 #include "base/bml.h"
 #include "cpu/golden.h"
+#include "cpu/gen.h"
 
 #define MOST 32
 

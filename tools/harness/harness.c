@@ -22,8 +22,10 @@
 #include <time.h>
 
 #include "base/bml.h"
-#include "card/card.h"
 #include "cpu/golden.h"
+#include "cpu/q1_0.h"
+#include "cpu/gen.h"
+#include "card/kernels.h"
 
 #define CK(x)                                                                    \
   do {                                                                           \

@@ -28,6 +28,7 @@
 #include "base/bml.h"
 #include "cpu/golden.h"
 #include "share/access.h"
+#include "cpu/gen.h"
 
 #define RUNS_MOST 101
 
