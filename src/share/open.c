@@ -4,6 +4,7 @@
 #include "base/fork.h"
 #include "base/log.h"
 #include "base/util.h"
+#include "devices/engine.h"
 #include "card/card.h"
 #include "card/program.h"
 #include "share/settings.h"
@@ -41,7 +42,7 @@ static size_t first_selected(const bml_devices *d) {
 static int engine_device(bml_worker *w, bml__worker_settings *s) {
   cl_device_id *devs;
   size_t ndevs;
-  int rc = bml__engine_devices(s, &devs, &ndevs);
+  int rc = bml__engine_devices(&s->ctx, s->queue, &devs, &ndevs);
   if (rc != 0) return rc;
   const bml_devices *l = w->devices;
   size_t found = l->len;

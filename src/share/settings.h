@@ -23,12 +23,4 @@ typedef struct {
  * message) or BML_EENV (a bad variable, named). */
 int bml__worker_settings_read(const bml_worker_options *o, bml__worker_settings *s);
 
-/* The devices the engine's context and queue allow (s->ctx's, or the
- * queue's device alone; s->ctx becomes the queue's context where only the
- * queue was given), after checking that the queue is in order and of
- * s->ctx.  Returns 0 with *devs (malloc'd; free it) and *ndevs, or
- * BML_EINVAL (named in the message), BML_ENOMEM or the OpenCL error of a
- * query. */
-int bml__engine_devices(bml__worker_settings *s, cl_device_id **devs, size_t *ndevs);
-
 #endif
