@@ -1,5 +1,6 @@
 /* oracle.c -- a card is trusted only after it reproduces, on the card, the CPU kernel's bits: the fma probe and every check. */
 #include "card/oracle.h"
+#include "card/oracle_int.h"
 
 #include "base/env.h"
 #include "base/fork.h"
@@ -22,8 +23,6 @@
 #include "cpu/golden.h"
 #include "card/tune.h"
 
-/* The hooks set for the process (base/hooks.c), read. */
-#define hooks (*bml__oracle_get_hooks())
 
 void bml_verify_options_init(bml_verify_options *o) {
   if (!o) return;
@@ -33,164 +32,6 @@ void bml_verify_options_init(bml_verify_options *o) {
 
 /* The last member of the options' first version: its size stays this. */
 #define VERIFY_OPTIONS_V1 (offsetof(bml_verify_options, quick) + sizeof(int))
-
-/* ---- one verification in progress -------------------------------------------- */
-
-typedef struct {
-  const bml_verify_options *opt;
-  size_t index;
-  const char *name;
-  bool failed;
-} run;
-
-static void emit(run *v, bml_verify_line *line) {
-  line->device = v->index;
-  line->device_name = v->name;
-  if (!line->ok) v->failed = true;
-  bml__debug(BML_CAT_ORACLE, "%s %s %zux%zu %s: %zu/%zu%s", line->check, line->fma, line->rows, line->n,
-             line->regime, line->exact, line->total, line->ok ? "" : " FAILED");
-  if (v->opt && v->opt->on_line) v->opt->on_line(v->opt->ctx, line);
-}
-
-static void emit_error(run *v, const char *check, const char *fma, const char *detail) {
-  bml_verify_line line = {.check = check, .fma = fma, .regime = "", .first_bad = -1, .detail = detail};
-  emit(v, &line);
-}
-
-/* ---- the fma probe ---------------------------------------------------------------- */
-
-/* The probe's cases: a*b + c where the fused and the unfused results
- * differ, including subnormal results and results near overflow, and where
- * an fma that rounds twice differs.  in_domain:
- * the emulation's domain too (a a half, products of normal size). */
-typedef struct {
-  float a, b, c;
-  bool in_domain;
-} probe_case;
-
-#define PROBE_RANDOM 48
-
-static const probe_case designed[] = {
-    /* (1+2^-12)^2 = 1 + 2^-11 + 2^-24: the unfused product rounds the 2^-24 away */
-    {0x1.001p0f, 0x1.001p0f, -0x1.002p0f, false},
-    /* a subnormal result: the product is normal, c cancels its top */
-    {0x1.001p0f, 0x1.001p-120f, -0x1.002p-120f, false},
-    /* near overflow: the product is finite and its low bits survive only fused */
-    {0x1.001p64f, 0x1.001p63f, -0x1p127f, false},
-    /* near overflow: the unfused product overflows to inf, the exact sum is finite */
-    {0x1.000002p64f, 0x1.000002p64f, -0x1p127f, false},
-    /* halves against the reference's own magnitudes */
-    {0x1.ffcp15f, 0x1.000002p10f, -0x1.ffcp25f, true},
-    {0x1p-24f, 0x1.fffffep20f, 0x1.8p-4f, true},
-    {-0x1.554p-3f, 0x1.123456p3f, 0x1.6c16c2p0f, true},
-    /* An fma that rounds twice (exact -> double -> float) is right on all of
-     * the above.  These land a hair off a float's rounding midpoint, closer
-     * than half a double's ulp: rounded to double first, they become the
-     * midpoint, which ties to even, the wrong way.  Fused / twice-rounded
-     * results in the comments; the unfused results are the twice-rounded. */
-    {0x1.004p0f, 0x1.ff802p-5f, 0x1.8p20f, true},           /* 0x1.800002p+20 / 0x1.8p+20 */
-    {-0x1.004p0f, 0x1.ff802p-5f, -0x1.8p20f, true},         /* -0x1.800002p+20 / -0x1.8p+20 */
-    {0x1.004p0f, 0x1.ff802p-25f, 0x1.8p0f, true},           /* 0x1.800002p+0 / 0x1.8p+0 */
-    {0x1.004p-3f, 0x1.ff802p-2f, 0x1.8p20f, true},          /* 0x1.800002p+20 / 0x1.8p+20 */
-    {0x1.ffcp-1f, 0x1.002004p-4f, 0x1.800002p20f, true},    /* 0x1.800002p+20 / 0x1.800004p+20 */
-    {-0x1.ffcp-1f, 0x1.002004p-4f, -0x1.800002p20f, true},  /* -0x1.800002p+20 / -0x1.800004p+20 */
-};
-
-static float random_float(uint64_t *s, int lo_exp, int hi_exp) {
-  uint64_t r = bml__xorshift64(s);
-  float m = 1.0f + (float)(r >> 41) * 0x1p-23f;
-  int e = lo_exp + (int)((r >> 8) % (uint64_t)(hi_exp - lo_exp + 1));
-  return (r & 1 ? -1.0f : 1.0f) * ldexpf(m, e);
-}
-
-/* Random in-domain cases where fusing matters: a a half, b a float, c close
- * to -a*b so most of the product cancels. */
-static size_t random_cases(probe_case *out, size_t cap) {
-  uint64_t s = 0x6f6d61707262656full;
-  size_t n = 0;
-  for (int tries = 0; n < cap && tries < 100000; tries++) {
-    float a = bml__half_to_float(bml__float_to_half(random_float(&s, -10, 10)));
-    float b = random_float(&s, -20, 20);
-    float p = a * b;
-    float c = -p * (1.0f + random_float(&s, -40, -20));
-    volatile float unfused = a * b;
-    if (fmaf(a, b, c) != unfused + c) out[n++] = (probe_case){a, b, c, true};
-  }
-  return n;
-}
-
-/* Runs the probe kernel of build b over the cases; writes both results. */
-static int probe_run(bml__card *c, const bml__build *b, const probe_case *pc, size_t n, float *native,
-                     float *emulated) {
-  float *abc = malloc(3 * n * sizeof *abc);
-  cl_mem buf[5] = {NULL};
-  cl_int rc = abc ? CL_SUCCESS : BML_ENOMEM;
-  for (size_t i = 0; abc && i < n; i++) abc[i] = pc[i].a, abc[n + i] = pc[i].b, abc[2 * n + i] = pc[i].c;
-  for (int i = 0; i < 5 && rc == CL_SUCCESS; i++)
-    buf[i] = clCreateBuffer(c->ctx, i < 3 ? CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR : CL_MEM_WRITE_ONLY,
-                            n * sizeof(float), i < 3 ? abc + (size_t)i * n : NULL, &rc);
-  cl_uint count = (cl_uint)n;
-  size_t global = n;
-  for (cl_uint i = 0; i < 5 && rc == CL_SUCCESS; i++) rc = clSetKernelArg(b->probe, i < 3 ? i : i + 1, sizeof(cl_mem), &buf[i]);
-  if (rc == CL_SUCCESS) rc = clSetKernelArg(b->probe, 3, sizeof count, &count);
-  if (rc == CL_SUCCESS) rc = clEnqueueNDRangeKernel(c->queue, b->probe, 1, NULL, &global, NULL, 0, NULL, NULL);
-  if (rc == CL_SUCCESS) rc = clEnqueueReadBuffer(c->queue, buf[3], CL_TRUE, 0, n * sizeof(float), native, 0, NULL, NULL);
-  if (rc == CL_SUCCESS) rc = clEnqueueReadBuffer(c->queue, buf[4], CL_TRUE, 0, n * sizeof(float), emulated, 0, NULL, NULL);
-  for (int i = 0; i < 5; i++)
-    if (buf[i]) clReleaseMemObject(buf[i]);
-  free(abc);
-  return rc;
-}
-
-/* Compares one column of probe results with the host's correctly rounded
- * fmaf.  Returns whether every case matched.  A native fma that is not
- * exact does not refuse the card (the kernels then use the emulation), so
- * its line is informational: it does not count as a failure. */
-static bool probe_line(run *v, const char *fma, const probe_case *pc, size_t n, const float *got,
-                       bool domain_only, double ms) {
-  bml_verify_line line = {.check = "fma probe", .fma = fma, .regime = "probe", .first_bad = -1, .ms = ms};
-  for (size_t i = 0; i < n; i++) {
-    if (domain_only && !pc[i].in_domain) continue;
-    float want = fmaf(pc[i].a, pc[i].b, pc[i].c);
-    line.total++;
-    if (bml__same_bits(want, got[i])) {
-      line.exact++;
-    } else if (line.first_bad < 0) {
-      line.first_bad = (long)i;
-      line.cpu_bits = bml__float_bits(want);
-      line.card_bits = bml__float_bits(got[i]);
-    }
-  }
-  line.ok = line.exact == line.total;
-  bool was_failed = v->failed;
-  if (!line.ok && !domain_only)
-    line.detail = "the native fma is not correctly rounded: the kernels use the exact emulation";
-  emit(v, &line);
-  if (!domain_only) v->failed = was_failed;
-  return line.ok;
-}
-
-/* The probe: returns 0 and whether the native fma is correctly rounded; the
- * emulation must be exact on its domain whatever the native one does. */
-static int probe(run *v, bml__card *c, const bml__build *b, bool *native_ok) {
-  probe_case pc[BML_ARRAY_SIZE(designed) + PROBE_RANDOM];
-  memcpy(pc, designed, sizeof designed);
-  size_t n = BML_ARRAY_SIZE(designed) + random_cases(pc + BML_ARRAY_SIZE(designed), PROBE_RANDOM);
-  float native[BML_ARRAY_SIZE(pc)], emulated[BML_ARRAY_SIZE(pc)];
-  char e[64], detail[128];
-  double t0 = bml__now();
-  int rc = probe_run(c, b, pc, n, native, emulated);
-  double ms = (bml__now() - t0) * 1e3;
-  if (rc != 0) {
-    snprintf(detail, sizeof detail, "the probe kernel failed: %s", bml__cl_error_string(rc, e, sizeof e));
-    /* not "native": that line, alone, refuses nothing (its readers know) */
-    emit_error(v, "fma probe", "native and emulated", detail);
-    return rc;
-  }
-  *native_ok = probe_line(v, "native", pc, n, native, false, ms) && !hooks.force_emulated;
-  probe_line(v, "emulated", pc, n, emulated, true, ms);
-  return 0;
-}
 
 /* ---- the checks of the kernels -------------------------------------------------- */
 
@@ -312,7 +153,7 @@ static void check_case(run *v, card_state *cs, bml__kernel_id k, size_t rows, si
   else
     line.detail = "out of memory for the test data", line.first_bad = -1;
   free_case(d);
-  emit(v, &line);
+  bml__oracle_emit(v, &line);
 }
 
 /* Each kernel's cases have their own seeds, and each check starts from
@@ -351,7 +192,7 @@ static void check_golden(run *v, card_state *cs, bml__kernel_id k, const bml__go
                               .card_bits = line.card_bits, .detail = line.detail};
     }
   }
-  emit(v, &sum);
+  bml__oracle_emit(v, &sum);
 }
 
 /* One case of a batch: its operands, its matrix on the card, its results. */
@@ -443,7 +284,7 @@ static void check_batched(run *v, card_state *cs, bml__batched_id k, const bml__
     compare_rows(rc, bc ? bc[i].want : NULL, got ? got + bc[i].out_off : NULL, bc ? bc[i].rows : 0, &line, detail,
                  sizeof detail);
     if (i < nown) {
-      emit(v, &line);
+      bml__oracle_emit(v, &line);
     } else {
       sum.exact += line.exact, sum.total += line.total, sum.ms = ms;
       if (!line.ok && sum.ok)
@@ -453,7 +294,7 @@ static void check_batched(run *v, card_state *cs, bml__batched_id k, const bml__
                                 .batched = 1};
     }
   }
-  if (ng > 0 && rc == 0) emit(v, &sum);
+  if (ng > 0 && rc == 0) bml__oracle_emit(v, &sum);
   for (size_t i = 0; d && i < nown; i++) free_case(&d[i]);
   free(d), free(bc), free(got);
 }
@@ -495,7 +336,7 @@ static int build_variants(run *v, bml__card *c, bml__build *native, bml__build *
     if (rc[i] == 0) continue;
     const char *fma = i ? "emulated" : "native";
     if (rc[1 - i] != 0) {
-      emit_error(v, "build", fma, log[i] ? log[i] : "cannot build the kernels");
+      bml__oracle_emit_error(v, "build", fma, log[i] ? log[i] : "cannot build the kernels");
       continue;
     }
     size_t len = (log[i] ? strlen(log[i]) : 0) + 160;
@@ -505,72 +346,11 @@ static int build_variants(run *v, bml__card *c, bml__build *native, bml__build *
                fma, i ? "native" : "emulated", log[i] ? log[i] : "cannot build the kernels");
     bml_verify_line line = {.check = "build", .fma = fma, .regime = "", .first_bad = -1, .ok = 1,
                             .detail = detail ? detail : "left out: this fma's build failed"};
-    emit(v, &line);
+    bml__oracle_emit(v, &line);
     free(detail);
   }
   free(log[0]), free(log[1]);
   return *native_built || *emulated_built ? 0 : rc[0];
-}
-
-/* The golden cases are the reference only where this build's CPU kernel
- * gives their bits (its tests check that): a case where it does not is a
- * damaged file or another ggml's, and the card would be blamed for the
- * file's bits.  Such a file is a refusing line of its own, naming the
- * case, and no kernel is checked against it. */
-static bool golden_is_the_cpus(run *v, const char *dir, const bml__golden_q1 *g, int ng) {
-  for (int i = 0; i < ng; i++) {
-    float *cpu = malloc((size_t)g[i].rows * sizeof *cpu);
-    int rc = cpu ? bml_q1_0_mat_vec(g[i].w, g[i].rows, g[i].n, g[i].a, cpu) : BML_ENOMEM;
-    long r = rc == 0 ? bml__first_difference(g[i].ref, cpu, g[i].rows) : -1;
-    char detail[700] = "";
-    if (rc != 0)
-      snprintf(detail, sizeof detail, "ggml's golden cases cannot be checked: case %d on the CPU: %s", i + 1,
-               bml_strerror(rc));
-    else if (r >= 0)
-      snprintf(detail, sizeof detail,
-               "ggml's golden cases in %s are not this build's CPU kernel's: case %d (%ux%u) row %ld is 0x%08x in "
-               "the file, 0x%08x on the CPU (a damaged file, or another ggml's): nothing was checked against it",
-               dir, i + 1, g[i].rows, g[i].n, r, bml__float_bits(g[i].ref[r]), bml__float_bits(cpu[r]));
-    free(cpu);
-    if (!detail[0]) continue;
-    bml_verify_line line = {.check = "golden", .fma = "", .regime = "golden", .first_bad = -1, .ok = 0,
-                            .detail = detail};
-    emit(v, &line);
-    return false;
-  }
-  return true;
-}
-
-/* ggml's golden cases.  A directory that was named (the option, or
- * BANKML_GOLDEN_DIR) or an installed file that is there must be read: a
- * case that cannot be is a refusing line, as any check that cannot run.
- * Only a default file that is not installed (a build tree, or after make
- * uninstall, which leaves the directory) is a note, and the verdict says
- * the golden cases were not checked. */
-static int load_golden(run *v, bml__golden_q1 **g) {
-  const char *env = NULL;
-  bml__env_golden_dir(&env);
-  const bool named = (v->opt && v->opt->golden_dir) || env;
-  const char *dir = v->opt && v->opt->golden_dir ? v->opt->golden_dir : bml__golden_default_dir();
-  if (!*dir) return 0;
-  char err[600] = "";
-  int n = bml__golden_load_q1(dir, g, err, sizeof err);
-  if (n > 0 && golden_is_the_cpus(v, dir, *g, n)) return n;
-  if (n > 0) { /* refused above: nothing is checked against it */
-    bml__golden_free_q1(*g, n);
-    *g = NULL;
-    return 0;
-  }
-  char file[4096];
-  snprintf(file, sizeof file, "%s/%s", dir, BML__GOLDEN_Q1_FILE);
-  const bool refuse = named || access(file, F_OK) == 0; /* an installed copy that cannot be read */
-  char detail[700];
-  snprintf(detail, sizeof detail, "ggml's golden cases %s: %s%s", refuse ? "cannot be read" : "not checked", err,
-           named ? "" : " (set BANKML_GOLDEN_DIR)");
-  bml_verify_line line = {.check = "golden", .fma = "", .regime = "golden", .first_bad = -1, .ok = !refuse,
-                          .detail = detail};
-  emit(v, &line);
-  return 0;
 }
 
 int bml__oracle_card_open(const bml__device *d, cl_context ctx, cl_command_queue queue, bml__card **out, char *err,
@@ -606,15 +386,15 @@ int bml__oracle_verify_card(bml__card *c, const bml__device *d, size_t index, co
   bool native_built = false, emulated_built = false;
   if ((rc = build_variants(&v, c, &native, &emulated, &native_built, &emulated_built)) != 0) goto done;
   /* the probe kernel is in both builds, and runs both fmas */
-  if ((rc = probe(&v, c, native_built ? &native : &emulated, &native_ok)) != 0) goto done;
+  if ((rc = bml__oracle_probe(&v, c, native_built ? &native : &emulated, &native_ok)) != 0) goto done;
   native_ok = native_ok && native_built;
   if (!native_ok && !emulated_built) {
-    emit_error(&v, "build", "emulated", "the native fma is not correctly rounded and the emulated fma's build failed: "
+    bml__oracle_emit_error(&v, "build", "emulated", "the native fma is not correctly rounded and the emulated fma's build failed: "
                "no build gives the reference's bits");
     rc = BML_EVERIFY;
     goto done;
   }
-  ng = load_golden(&v, &g);
+  ng = bml__oracle_load_golden(&v, &g);
   if (native_ok) check_build(&v, c, &native, g, ng, quick);
   if (emulated_built) check_build(&v, c, &emulated, g, ng, quick);
   rc = v.failed ? BML_EVERIFY : 0;
@@ -635,13 +415,13 @@ int bml__oracle_verify(const bml__device *d, size_t index, const bml_verify_opti
   char err[256] = "";
   bml__card *c = NULL;
   if (bml__opencl_forked()) { /* the driver's threads and state are the parent's (fork.c) */
-    emit_error(&v, "open", "", "this process is a child of fork() of one that used OpenCL: the driver cannot be "
+    bml__oracle_emit_error(&v, "open", "", "this process is a child of fork() of one that used OpenCL: the driver cannot be "
                "used here");
     return BML_EVERIFY;
   }
   int rc = bml__oracle_card_open(d, NULL, NULL, &c, err, sizeof err);
   if (rc != 0) {
-    emit_error(&v, "open", "", err);
+    bml__oracle_emit_error(&v, "open", "", err);
     return rc == BML_ENOMEM ? rc : BML_EVERIFY;
   }
   bml__build b = {0};
@@ -665,31 +445,6 @@ static const struct {
   bool layer;
 } spot_cases[] = {{96, 1024, false}, {40, 2688, true}};
 #define SPOT_CASES (sizeof spot_cases / sizeof spot_cases[0])
-
-/* The fma probe for a remembered verdict: the emulation exact on its
- * domain, and the native fma exact when the build uses it. */
-static int spot_probe(bml__card *c, const bml__build *b, char *why, size_t len) {
-  probe_case pc[BML_ARRAY_SIZE(designed) + PROBE_RANDOM];
-  memcpy(pc, designed, sizeof designed);
-  size_t n = BML_ARRAY_SIZE(designed) + random_cases(pc + BML_ARRAY_SIZE(designed), PROBE_RANDOM);
-  float native[BML_ARRAY_SIZE(pc)], emulated[BML_ARRAY_SIZE(pc)];
-  int rc = probe_run(c, b, pc, n, native, emulated);
-  char e[64];
-  if (rc != 0) {
-    snprintf(why, len, "the fma probe failed: %s", bml__cl_error_string(rc, e, sizeof e));
-    return BML_EVERIFY;
-  }
-  for (size_t i = 0; i < n; i++) {
-    const float want = fmaf(pc[i].a, pc[i].b, pc[i].c);
-    const bool native_bad = !b->emulated_fma && !bml__same_bits(want, native[i]);
-    if (!native_bad && (!pc[i].in_domain || bml__same_bits(want, emulated[i]))) continue;
-    snprintf(why, len, "the fma probe: case %zu, the %s fma gives 0x%08x, not 0x%08x", i,
-             native_bad ? "native" : "emulated", bml__float_bits(native_bad ? native[i] : emulated[i]),
-             bml__float_bits(want));
-    return BML_EVERIFY;
-  }
-  return 0;
-}
 
 /* Each kernel, and each batched kernel, on the spot cases: every row
  * compared with the CPU's. */
@@ -748,7 +503,7 @@ int bml__oracle_confirm(bml__card *c, bool emulated, uint64_t seed, bml__build *
   case_data d[SPOT_CASES] = {{0}};
   for (size_t i = 0; rc == 0 && i < SPOT_CASES; i++)
     rc = make_case(spot_cases[i].rows, spot_cases[i].n, spot_cases[i].layer, seed + i, &d[i]);
-  if (rc == 0) rc = spot_probe(c, use, why, len);
+  if (rc == 0) rc = bml__oracle_spot_probe(c, use, why, len);
   if (rc == 0) rc = spot_kernels(c, use, d, why, len);
   for (size_t i = 0; i < SPOT_CASES; i++) free_case(&d[i]);
   if (rc != 0) bml__build_release(use);
