@@ -27,7 +27,7 @@ typedef struct {
   bool open_nomem;           /* the card's open (bml__card_open) runs out of memory */
   bool discrete;             /* treat the card as discrete (no host-unified memory): a discrete
                                 card's upload path on PoCL, whose memory is the host's */
-  unsigned spoil_batch_check; /* the worker's check of its batches at open (worker.c) sees one
+  unsigned spoil_batch_check; /* the worker's check of its batches at open (share/check.c) sees one
                                  card result changed: bit 0 in its first round, bit 1 in its
                                  second (on one queue, after several gave other bits) */
   bool spoil_token_check;     /* the worker's check of resident tokens at open sees other bits */

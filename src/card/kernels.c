@@ -28,7 +28,7 @@ static const bml_block_q1_0 *part_row(const bml__rows_part *parts, size_t r, siz
   return parts->w + r * nb;
 }
 
-/* (card.h) */
+/* (kernels.h) */
 void bml__card_repack(const bml__rows_part *parts, size_t row0, size_t rows, size_t nb, uint32_t *bits, float *d0) {
   const float *half = bml__half_table();
   const size_t pb = (nb + 7) / 8 * 8;

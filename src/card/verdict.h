@@ -39,7 +39,7 @@ int bml__verdict_open(const bml__device *d, size_t index, cl_context ctx, cl_com
                       bml__verdict *v, bml__card **card, bml__build *use);
 
 /* What the worker's batch check found: the queues it passed on, whether
- * zero-copy activations and results passed (worker.c's transfers), and
+ * zero-copy activations and results passed (share/check.c's transfers), and
  * whether a resident token did. */
 typedef struct {
   size_t kept;

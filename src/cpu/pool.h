@@ -1,4 +1,4 @@
-/* pool.h -- the thread pool's internals: jobs, its wake-up, products of many pieces in one run (pool.c). */
+/* pool.h -- the thread pool's internals: jobs, its wake-up (pool.c), products of many pieces in one run (products.c). */
 #ifndef BML_POOL_H
 #define BML_POOL_H
 

@@ -38,9 +38,9 @@ void bml__worker_token_ran(bml_worker *w, size_t products, int err, const double
  * fixed split); 0 where each group learns its own.  (token.c's WHERE_*.) */
 int bml__worker_token_where(const bml_worker *w);
 /* A token's trial's seconds as the decision takes them: `measured`, or a
- * test hook's (worker.h, token_seconds). */
+ * test hook's (base/hooks.h, token_seconds). */
 double bml__worker_token_seconds(const bml_worker *w, bool on_card, double measured);
-/* Whether a test hook fails this resident run (worker.h, fail_tokens). */
+/* Whether a test hook fails this resident run (base/hooks.h, fail_tokens). */
 bool bml__worker_token_fault(bml_worker *w);
 /* The worker's pool. */
 bml_pool *bml__worker_pool(bml_worker *w);
