@@ -1,4 +1,4 @@
-/* submit.c -- the worker's OpenCL calls on a card's queues and events, each checked by one helper. */
+/* submit.c -- the worker's OpenCL calls on a card's queues and events, each checked in one place. */
 #include "card/submit.h"
 #include "base/log.h"
 #include "base/util.h"

@@ -1,4 +1,4 @@
-/* clblast.h -- bench --clblast's own types and helpers, shared by bench_clblast.c and clblast_shape.c. */
+/* clblast.h -- bench --clblast's own types and functions, shared by bench_clblast.c and clblast_shape.c. */
 #ifndef BML_CLI_CLBLAST_H
 #define BML_CLI_CLBLAST_H
 
