@@ -1,4 +1,4 @@
-/* token_int.h -- a token's own state, shared by token.c (its groups run) and resident.c (its card's copy let go). */
+/* token_int.h -- a token's own state, shared by token.c (its groups run), token_load.c (its card copy made) and resident.c (let go). */
 #ifndef BML_TOKEN_INT_H
 #define BML_TOKEN_INT_H
 
@@ -51,6 +51,11 @@ struct bml_token {
   bool check_only;  /* resident or nothing (bml__token_check_only) */
   bml_token *link;  /* the worker's list of tokens */
 };
+
+/* ---- token_load.c ---------------------------------------------------------- */
+/* The token's matrices, records and buffers on the card.  Returns 0, or an
+ * error (then nothing is held and the token runs through batches). */
+int bml__token_load(bml_token *t);
 
 /* ---- resident.c ----------------------------------------------------------- */
 /* Stores value in word for the card to see: fenced on both sides. */
