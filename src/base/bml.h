@@ -1,4 +1,4 @@
-/* bml.h -- what every source file of the library starts from: config.h, the public header, the C types, two macros (never installed). */
+/* bml.h -- where every file of the library starts: config.h, the public header, the C types, two macros. */
 #ifndef BML_INTERNAL_H
 #define BML_INTERNAL_H
 

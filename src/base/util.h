@@ -1,4 +1,4 @@
-/* util.h -- small utilities: notes, aligned scratch, the clock, MemAvailable, a uuid's text, a spin's pause (util.c). */
+/* util.h -- small utilities: notes, aligned scratch, the clock, MemAvailable, a uuid's text, a pause (util.c). */
 #ifndef BML_UTIL_H
 #define BML_UTIL_H
 

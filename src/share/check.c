@@ -14,7 +14,7 @@
 
 /* How long a wait for the card polls its event before it sleeps: a
  * decode's group comes back in tens of microseconds, and a sleep's wake
- * costs more than that (choose_transfers). */
+ * costs more than that (bml__worker_choose_transfers). */
 #define WAIT_SPIN 1e-3
 
 /* ---- open: the worker's own batches, checked on the card ----------------------------

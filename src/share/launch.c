@@ -209,7 +209,7 @@ static int launch_batched(bml_worker *w, submission *s, cl_command_queue *q, siz
  * over the card's queues, which may run them side by side.  Flushed as it
  * goes, so the card starts while the host enqueues the rest, and the host
  * copies a launch's results out while the card computes the next ones
- * (complete). */
+ * (complete.c). */
 int bml__worker_enqueue_groups(bml_worker *w, submission *s) {
   const bool batched = uses_records(w);
   size_t act_bytes = 0, nrec = 0;

@@ -34,7 +34,7 @@ const char *bml__worker_buffers_name(const bml_worker *w) {
 }
 
 /* The bytes of a submission's staging in: its nrec records (rounded up to
- * 64 bytes) and act bytes of activations, as enqueue_groups lays it out. */
+ * 64 bytes) and act bytes of activations, as bml__worker_enqueue_groups lays it out. */
 uint64_t bml__worker_staging_in_bytes(const bml_worker *w, uint64_t act, uint64_t nrec) {
   return (uses_records(w) ? (nrec * sizeof(bml__desc) + 63) / 64 * 64 : 0) + act;
 }
