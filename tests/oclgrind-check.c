@@ -1,9 +1,9 @@
 /* oclgrind-check.c -- every shipped variant of the kernels through the oracle on Oclgrind, small shapes, every row the CPU's.
  *
- * Run by .ci/run as `oclgrind --data-races --uninitialized --check-api
- * oclgrind-check`: Oclgrind simulates an OpenCL device and reports every
- * data race, out-of-bounds access and read of an uninitialised value of
- * the kernels it runs, which a real card would let pass or compute past;
+ * Run by .ci/run as `oclgrind --data-races oclgrind-check`: Oclgrind
+ * simulates an OpenCL device and reports every data race and
+ * out-of-bounds access of the kernels it runs (its --uninitialized check:
+ * doc/ORACLE.md), which a real card would let pass or compute past;
  * .ci/run fails the step on any such report.  This program runs the
  * oracle's checks (doc/ORACLE.md: the fma probe, then every kernel, each
  * build of the native and of the emulated fma, on random, layer-shaped and

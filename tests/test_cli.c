@@ -61,8 +61,8 @@ Test(cli, debug_device_and_env_say_something) {
 /* A thread count from the environment must not steer the runs below. */
 static void clean_environment(void) { unsetenv("BANKML_THREADS"); }
 
-/* A full verification of every selected device (on the GPU machine the
- * H200 and PoCL, with make check -j8 beside it) took 111 s of the 120 once
+/* A full verification of every selected device (on an NVIDIA H200 host,
+ * the H200 and PoCL, with make check -j8 beside it) took 111 s of the 120 once
  * allowed; a test's own timeout beside the suite's made Criterion's runner
  * report a leak of its own under ASan when tests ran in parallel (seen in
  * test_devices), so the suite's is raised. */
@@ -989,7 +989,7 @@ Test(cli, bench_card_pipelines_a_matrix_each_within_a_quarter_of_the_card) {
 /* Where 32 of a shape's matrices would take more than a quarter of the
  * card's memory, the pipelined products read fewer: PoCL given 1 GiB
  * (POCL_MEMORY_LIMIT) holds 25 of 8192x8192's 10.5 MB in its quarter.
- * Skipped where a real card is found first (the GPU machine): it is the
+ * Skipped where a real card is found first (an NVIDIA H200, say): it is the
  * one benched, and its quarter holds 32. */
 Test(cli, bench_card_reads_fewer_matrices_where_32_exceed_a_quarter_of_the_card) {
   setenv("POCL_MEMORY_LIMIT", "1", 1);

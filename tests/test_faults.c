@@ -102,9 +102,9 @@ static void setup(void) {
 static void teardown(void) { bml__oracle_set_hooks(NULL); }
 
 /* The timeout catches a hang (a queue never drained), not slowness: on
- * the GPU machine the probe's test opens and verifies the card twice
- * through NVIDIA's compiler, 24 s in the seventeenth session's make check
- * and past 120 s in one (2026-12-02, -j12) whose every suite ran three to
+ * an NVIDIA H200 the probe's test opens and verifies the card twice
+ * through NVIDIA's compiler, 24 s in one make check
+ * and past 120 s in another (2026-12-02, -j12) whose every suite ran three to
  * six times its usual time.  The oracle's suite, which builds as much, has
  * 600. */
 TestSuite(faults, .init = setup, .fini = teardown, .timeout = 600);

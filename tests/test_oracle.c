@@ -37,8 +37,8 @@ static void collect(void *ctx, const bml_verify_line *l) {
   c->n++;
 }
 
-/* The card under test: the first real GPU bankml-cl would use (the H200 on
- * the GPU machine), else the PoCL device allowed as a software device (CI).
+/* The card under test: the first real GPU bankml-cl would use (an NVIDIA
+ * H200, say), else the PoCL device allowed as a software device (CI).
  * Skips, visibly, where there is neither. */
 static bml_devices *card_under_test(size_t *index) {
   unsetenv("OCL_ICD_VENDORS");

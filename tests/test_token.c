@@ -11,6 +11,7 @@
 #include "base/hooks.h"
 #include "card/card.h"
 #include "share/access.h"
+#include "share/token.h"
 #include "cpu/gen.h"
 
 static bml_pool *pool;
@@ -157,11 +158,17 @@ Test(token_debug, a_resident_token_gives_the_cpu_bits_in_order_and_out_of_order)
   }
   cr_expect(bml_token_resident(t), "the token left the card");
   cr_expect_eq(on_card(w) - before, 3 * PRODUCTS);
+  /* one launch a token: its first group, run in the launch before, needs
+   * a new one; none gave up (a parked launch's given-up ticket once made
+   * the next launch give up at once, and the one after it too on a card
+   * that starts at once) */
+  cr_expect_eq(bml__token_launches(t), 3, "launches for 3 tokens");
   /* backwards, and a group twice: new launches, the same bits */
   for (size_t g = bml_token_groups(t); g-- > 0;) cr_assert_eq(bml_token_run(t, g), 0);
   cr_assert_eq(bml_token_run(t, 4), 0);
   expect_exact(&m, "out of order");
   cr_expect(bml_token_resident(t));
+  cr_expect_eq(bml__token_launches(t), 5, "launches after the group run twice");
   bml_token_close(t);
   free_model(&m);
   bml_worker_close(w);

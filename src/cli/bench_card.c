@@ -14,9 +14,8 @@
 /* The pipelined products each read a matrix of their own (PIPELINE
  * distinct matrices), as a model's products are distinct, where PIPELINE
  * of them take at most a quarter of the card's memory; fewer where they
- * would not (as many as that quarter holds, at least one).  Until the
- * nineteenth session all read one matrix; in it, as many as made 512 MiB.
- * Either way a launch could hold one matrix several times: the worker's
+ * would not (as many as that quarter holds, at least one).  (One matrix
+ * for all, and as many as made 512 MiB, were tried before.)  Either way a launch could hold one matrix several times: the worker's
  * launches take a slab's records in order, cut every 256 MiB
  * (BML_RUN_BYTES), and a slab may hold one or two of the matrices (its
  * first slabs are one matrix's size), so the records of one launch read

@@ -203,7 +203,7 @@ static bool has_word(const char *list, const char *word) {
   return false;
 }
 
-static int query_fp16(struct session *s) {
+static int query_fp16(struct clb *s) {
   cl_device_id id = s->dev->cl_device;
   size_t size = 0;
   char *ext = NULL;
@@ -218,7 +218,7 @@ fail:
   return rc;
 }
 
-static void session_close(struct session *s) {
+static void clb_close(struct clb *s) {
   if (s->ctx) {
     /* CLBlast keeps its compiled programs, and with them the context. */
     CLBlastStatusCode st = CLBlastClearCache();
@@ -232,7 +232,7 @@ static void session_close(struct session *s) {
   s->ms = NULL;
 }
 
-static int session_open(struct session *s) {
+static int clb_open(struct clb *s) {
   cl_device_id id = s->dev->cl_device;
   cl_context_properties props[] = {CL_CONTEXT_PLATFORM, (cl_context_properties)s->dev->cl_platform,
                                    0};
@@ -249,7 +249,7 @@ static int session_open(struct session *s) {
   }
   return 0;
 fail:
-  session_close(s);
+  clb_close(s);
   return rc;
 }
 
@@ -272,7 +272,7 @@ static void gemv_release(struct gemv *g) {
   g->a = g->x = g->y = NULL;
 }
 
-static int gemv_create(struct gemv *g, const struct session *s, size_t elem) {
+static int gemv_create(struct gemv *g, const struct clb *s, size_t elem) {
   cl_int err = CL_SUCCESS;
   int rc = 0;
   g->queue = s->queue;
@@ -339,7 +339,7 @@ fail:
 
 /* The warm-up (at least one run: CLBlast builds its kernels on the first
  * call, which is never timed), then cfg->runs checked runs, into row. */
-static int measure(const struct session *s, const struct gemv *g, const struct precision *p,
+static int measure(const struct clb *s, const struct gemv *g, const struct precision *p,
                    const struct reference *ref, struct bench_row *row) {
   void *y = malloc(g->rows * p->size);
   int rc = y ? 0 : BML_ENOMEM;
@@ -461,7 +461,7 @@ static int exact_probe(const struct gemv *g, const struct operands *o, const str
 }
 
 /* One shape in one precision: reference, buffers, upload, timing, a row. */
-static int bench_precision(const struct session *s, const struct operands *o,
+static int bench_precision(const struct clb *s, const struct operands *o,
                            const struct precision *p, struct bench_report *rep) {
   struct gemv g = {.rows = o->rows, .n = o->n};
   struct reference ref = {NULL, NULL};
@@ -491,7 +491,7 @@ static int bench_precision(const struct session *s, const struct operands *o,
 }
 
 /* Every precision the device has room and support for, on one shape. */
-static int bench_shape(const struct session *s, const struct bench_shape *shape,
+static int bench_shape(const struct clb *s, const struct bench_shape *shape,
                        struct bench_report *rep) {
   enum { NP = sizeof precisions / sizeof precisions[0] };
   bool run[NP], any = false;
@@ -516,8 +516,8 @@ static int bench_shape(const struct session *s, const struct bench_shape *shape,
 /* ---- the mode -------------------------------------------------------------- */
 
 static int run_on(const bml_device *dev, const struct bench_config *cfg, struct bench_report *rep) {
-  struct session s = {.cfg = cfg, .dev = dev};
-  int rc = session_open(&s);
+  struct clb s = {.cfg = cfg, .dev = dev};
+  int rc = clb_open(&s);
   if (rc != 0) {
     clblast_note("cannot set up %s: %s", dev->name, bml_strerror(rc));
     return rc;
@@ -526,7 +526,7 @@ static int run_on(const bml_device *dev, const struct bench_config *cfg, struct 
   if (!s.fp16) clblast_note("%s has no cl_khr_fp16: F16 (CLBlastHgemv) not measured", CLI_PRINTABLE(dev->name));
   const size_t rows_before = rep->nrows;
   for (size_t i = 0; rc == 0 && i < cfg->nshapes; i++) rc = bench_shape(&s, &cfg->shapes[i], rep);
-  session_close(&s);
+  clb_close(&s);
   if (rc == 0 && rep->nrows == rows_before) { /* every shape skipped: exit 0 would say all was measured */
     clblast_note("nothing measured: no shape fits %s for CLBlast", CLI_PRINTABLE(dev->name));
     rc = BML_ENOTSUP;

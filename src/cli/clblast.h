@@ -41,7 +41,7 @@ struct precision {
 };
 
 /* The device and what lives on it for the whole mode. */
-struct session {
+struct clb {
   const struct bench_config *cfg;
   const bml_device *dev;
   cl_context ctx;
@@ -71,7 +71,7 @@ float clblast_half_to_float(uint16_t h);
 uint16_t clblast_float_to_half(float x);
 void clblast_operands_free(struct operands *o);
 int clblast_operands_init(struct operands *o, const struct bench_shape *shape);
-bool clblast_fits(const struct session *s, const struct bench_shape *o, const struct precision *p);
+bool clblast_fits(const struct clb *s, const struct bench_shape *o, const struct precision *p);
 void clblast_reference_free(struct reference *r);
 int clblast_reference_init(struct reference *ref, const struct operands *o, const struct precision *p, void *xdev);
 double clblast_error_to_bound(const struct precision *p, const struct reference *ref, const void *y, size_t rows);

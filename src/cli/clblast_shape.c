@@ -75,7 +75,7 @@ int clblast_operands_init(struct operands *o, const struct bench_shape *shape) {
 }
 
 /* Whether the device can hold the shape in this precision; says why not. */
-bool clblast_fits(const struct session *s, const struct bench_shape *o, const struct precision *p) {
+bool clblast_fits(const struct clb *s, const struct bench_shape *o, const struct precision *p) {
   const bml_device *d = s->dev;
   double mb = 1e6;
   if (o->rows > SIZE_MAX / o->n / p->size) {

@@ -50,6 +50,8 @@ static size_t count_groups(const bml_product *p, size_t count, size_t *first) {
 
 /* ---- the resident launch --------------------------------------------------- */
 
+uint32_t bml__token_launches(const bml_token *t) { return t ? t->launch : 0; }
+
 /* Launches the kernel, its first ticket t->ticket. */
 static int launch(bml_token *t) {
   const bml__card *c = t->card;
@@ -57,7 +59,13 @@ static int launch(bml_token *t) {
   const cl_uint ticket = t->ticket, spins = t->spins;
   const cl_uint zero = 0;
   const size_t local = bml__card_lr_wg(c), global = t->nwg * local;
-  /* a ticket the kernel waits past (not an abort left by the last park) */
+  /* a ticket the kernel waits past (not an abort left by the last park);
+   * and no done or given-up ticket of an earlier launch: a kernel parked
+   * while it waited for this very ticket wrote it as given up, which
+   * await would take for this launch's (then every launch after the
+   * first, on a card that starts at once, gave up at its first group) */
+  bml__token_post(&t->h[TOKEN_DONE], ticket - 1);
+  bml__token_post(&t->h[TOKEN_EXIT], ticket - 1);
   bml__token_post(&t->h[TOKEN_REQ], TOKEN_WORD(ticket - 1, 0));
   cl_int rc = clEnqueueFillBuffer(c->queue, t->dev, &zero, sizeof zero, 0, TOKEN_HEAD, 0, NULL, NULL);
   if (rc == CL_SUCCESS) rc = clSetKernelArg(k, 0, sizeof(cl_mem), &t->bits);

@@ -55,6 +55,9 @@ int bml__worker_batch_entered(bml_worker *w, const bml_product *products, size_t
 /* Makes t run every group resident (the open's check of tokens): no
  * learning, no batches (a group that cannot run resident fails). */
 void bml__token_check_only(bml_token *t);
+/* The resident launches t has made (for tests: a token's first group
+ * again needs one; nothing else should). */
+uint32_t bml__token_launches(const bml_token *t);
 /* Ends t's resident kernel, if it is on the card, and waits for it. */
 void bml__token_park(bml_token *t);
 /* Frees the matrices on the card of the tokens of a list (bml_worker_release):
