@@ -2,7 +2,7 @@
 #pragma OPENCL FP_CONTRACT OFF
 
 /*
- * Layout (src/kernels.c repacks into a slab of the card's matrix memory; bits and d0 below
+ * Layout (src/card/kernels.c repacks into a slab of the card's matrix memory; bits and d0 below
  * start at the chunk's offset in the slab, and hold its `rows` rows; blocks come in tiles of
  * eight, the last one padded with zeros that never reach the arithmetic):
  *   bits[(t * 8 + l) * rows + r]  a uint4: lane l's bits of the eight blocks of tile t of row r.

@@ -1,9 +1,11 @@
-/* env.c -- fuzzes the environment's parsers (src/env.c, BANKML_GPU in src/registry.c): the input is the values, NUL-separated. */
+/* env.c -- fuzzes the environment's parsers (src/base/env.c, BANKML_GPU in src/devices/registry.c): the input is the values, NUL-separated. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "common.h"
-#include "device.h"
+#include "devices/device.h"
+#include "base/log.h"
+#include "base/env.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

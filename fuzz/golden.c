@@ -1,9 +1,9 @@
-/* golden.c -- fuzzes the golden-file reader (src/golden.c): the input is the file, read as a Q1_0 and as a Q8_0 one. */
+/* golden.c -- fuzzes the golden-file reader (src/cpu/golden.c): the input is the file, read as a Q1_0 and as a Q8_0 one. */
 #include <stdio.h>
 #include <string.h>
 
 #include "common.h"
-#include "golden.h"
+#include "cpu/golden.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -1,4 +1,4 @@
-/* sysfs.c -- fuzzes what bankml-cl reads of sysfs and pci.ids (src/sysfs.c, src/pci.c, libpci's reading of pci.ids).
+/* sysfs.c -- fuzzes what bankml-cl reads of sysfs and pci.ids (src/devices/sysfs.c, src/devices/pci.c, libpci's reading of pci.ids).
  *
  * Copies of two fixture trees (tests/fixtures/sysfs: an amdgpu card on
  * PCI and a panfrost GPU on a platform device) are made once; the input
@@ -10,7 +10,8 @@
 #include <string.h>
 
 #include "common.h"
-#include "sysfs.h"
+#include "devices/sysfs.h"
+#include "base/util.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -1,12 +1,12 @@
-/* tune.c -- fuzzes the tuning cache's reader (src/tune.c): the input is $BANKML_CACHE_DIR/tuning.json. */
+/* tune.c -- fuzzes the tuning cache's reader (src/card/tune.c): the input is $BANKML_CACHE_DIR/tuning.json. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "card.h"
+#include "card/card.h"
 #include "common.h"
-#include "device.h"
-#include "tune.h"
+#include "devices/device.h"
+#include "card/tune.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -5,7 +5,13 @@
 #include <jansson.h>
 #include <stdbool.h>
 
-#include "bml.h"
+#include "base/bml.h"
+#include "base/util.h"
+#include "base/log.h"
+#include "base/env.h"
+#include "cpu/q1_0.h"
+#include "cpu/gen.h"
+#include "cpu/pool.h"
 
 /* Points the loader at the fake ICD with a scenario, and sysfs at a
  * fixture tree (NULL: an empty directory that has nothing). Must run

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 
 #include "golden.h"
+#include "cpu/gen.h"
 
 long exact_worker_product(bml_worker *w, size_t rows, size_t n, uint64_t seed, bool layer, int *rc) {
   bml_block_q1_0 *wt = malloc(rows * (n / BML_Q1_0_BLOCK) * sizeof *wt);

@@ -2,7 +2,7 @@
 #ifndef BML_TEST_EXACT_H
 #define BML_TEST_EXACT_H
 
-#include "bml.h"
+#include "base/bml.h"
 
 /* A rows x n product of generated data (seed; layer-shaped or random) on
  * w, called "m": its first row that differs from bml_q1_0_mat_vec's bits,

@@ -1,8 +1,8 @@
-/* golden.h -- the tests' view of ggml's golden vectors (the reader is the library's, src/golden.c). */
+/* golden.h -- the tests' view of ggml's golden vectors (the reader is the library's, src/cpu/golden.c). */
 #ifndef BML_TEST_GOLDEN_H
 #define BML_TEST_GOLDEN_H
 
-#include "../src/golden.h"
+#include "cpu/golden.h"
 
 typedef bml__golden_q1 golden_q1_case;
 typedef bml__golden_q8 golden_q8_case;

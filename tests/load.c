@@ -25,10 +25,13 @@
 #include <string.h>
 #include <time.h>
 
-#include "bml.h"
+#include "base/hooks.h"
+#include "base/bml.h"
 #include "golden.h"
-#include "oracle.h"
-#include "tune.h"
+#include "card/oracle.h"
+#include "card/tune.h"
+#include "base/env.h"
+#include "cpu/gen.h"
 
 /* ---- options ------------------------------------------------------------------ */
 

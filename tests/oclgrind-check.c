@@ -21,8 +21,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "oracle.h"
-#include "tune.h"
+#include "base/hooks.h"
+#include "card/oracle.h"
+#include "card/tune.h"
 
 /* The library stages a copy to the card in a buffer it keeps mapped (the
  * pinned staging of bml__card_buf) and writes into the mapping.  Oclgrind
@@ -31,7 +32,7 @@
  * (each table entry then "uninitialised"): this program's own
  * clEnqueueWriteBuffer, which the library's calls reach before the
  * simulator's, passes a copy of the bytes from ordinary memory instead.
- * (src/clload.h names each entry point as a macro through the library's
+ * (src/devices/clload.h names each entry point as a macro through the library's
  * table; this definition is of the real symbol.) */
 #undef clEnqueueWriteBuffer
 CL_API_ENTRY cl_int CL_API_CALL clEnqueueWriteBuffer(cl_command_queue q, cl_mem b, cl_bool blocking, size_t off,

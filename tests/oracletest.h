@@ -2,7 +2,15 @@
 #ifndef BML_TEST_ORACLETEST_H
 #define BML_TEST_ORACLETEST_H
 
-#include "oracle.h"
+#include "base/hooks.h"
+#include "card/oracle.h"
+#include "card/tune.h"
+#include "cpu/q1_0.h"
+#include "cpu/gen.h"
+#include "card/card.h"
+#include "card/slab.h"
+#include "card/program.h"
+#include "card/kernels.h"
 
 /* What a verification reported. */
 typedef struct {

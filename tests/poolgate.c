@@ -1,5 +1,6 @@
 /* poolgate.c -- a thread that drives a pool and holds it until released. */
 #include "poolgate.h"
+#include "cpu/pool.h"
 
 #include <pthread.h>
 #include <stdbool.h>

@@ -2,7 +2,7 @@
 #ifndef BML_TEST_POOLGATE_H
 #define BML_TEST_POOLGATE_H
 
-#include "bml.h"
+#include "base/bml.h"
 
 typedef struct pool_gate pool_gate;
 

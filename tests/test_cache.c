@@ -9,13 +9,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "cache.h"
+#include "base/hooks.h"
+#include "card/cache.h"
 #include "exact.h"
 #include "golden.h"
 #include "logbuf.h"
-#include "oracle.h"
-#include "tune.h"
-#include "worker.h"
+#include "card/oracle.h"
+#include "card/tune.h"
+#include "share/access.h"
 
 static bml_pool *pool;
 static char dir[64];

@@ -7,7 +7,9 @@
 #include <string.h>
 #include <sys/wait.h>
 
-#include "bml.h"
+#include "base/bml.h"
+#include "base/log.h"
+#include "base/env.h"
 
 Test(env, whole_numbers_parse_strictly) {
   long v = -1;

@@ -15,9 +15,13 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "device.h"
+#include "base/hooks.h"
+#include "devices/device.h"
 #include "logbuf.h"
-#include "oracle.h"
+#include "card/oracle.h"
+#include "card/card.h"
+#include "card/program.h"
+#include "card/kernels.h"
 
 /* ---- the calls, failing on demand ---------------------------------------------- */
 

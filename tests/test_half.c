@@ -4,7 +4,8 @@
 #include <math.h>
 #include <string.h>
 
-#include "bml.h"
+#include "base/bml.h"
+#include "cpu/half.h"
 
 Test(half, every_half_round_trips) {
   for (uint32_t h = 0; h < 65536; h++) {

@@ -3,7 +3,7 @@
 
 #include <math.h>
 
-#include "limiter.h"
+#include "share/limiter.h"
 
 Test(limiter, limit_is_clamped) {
   cr_expect_eq(bml__limit_clamp(0.0), 0.05);

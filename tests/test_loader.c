@@ -9,8 +9,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "device.h"
+#include "devices/device.h"
 #include "runcli.h"
+#include "cpu/gen.h"
 
 /* A loader file name that exists nowhere: the machine without the loader
  * (BANKML_TEST_OPENCL_LOADER is the tests' way to say it). */

@@ -10,9 +10,10 @@
 #include "exact.h"
 #include "golden.h"
 #include "logbuf.h"
-#include "oracle.h"
-#include "tune.h"
-#include "worker.h"
+#include "base/hooks.h"
+#include "card/oracle.h"
+#include "card/tune.h"
+#include "share/access.h"
 
 static bml_pool *pool;
 

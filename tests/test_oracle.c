@@ -9,9 +9,17 @@
 
 #include "logbuf.h"
 #include "golden.h"
-#include "oracle.h"
+#include "base/hooks.h"
+#include "card/oracle.h"
+#include "card/tune.h"
+#include "cpu/q1_0.h"
+#include "cpu/gen.h"
+#include "card/card.h"
+#include "card/slab.h"
+#include "card/program.h"
+#include "card/kernels.h"
 #include "oracletest.h"
-#include "tune.h"
+#include "card/tune.h"
 
 static void no_hooks(void) { bml__oracle_set_hooks(NULL); }
 
@@ -73,7 +81,7 @@ static char *kernel_source_code(void) {
  * vload_half and vstore_half take (core OpenCL C 1.2), and `double` and
  * cl_khr_fp64 only in the test-only build that fakes a twice-rounded fma
  * (-DBML_TEST_DOUBLE_ROUNDED_FMA=1).  The host side is compiled for
- * OpenCL 1.2's API (CL_TARGET_OPENCL_VERSION 120, src/clinc.h) and the
+ * OpenCL 1.2's API (CL_TARGET_OPENCL_VERSION 120, src/devices/clinc.h) and the
  * build asks for no -cl-std (OpenCL C 1.2, the default). */
 Test(oracle, the_kernels_need_no_optional_feature_of_opencl) {
   char *code = kernel_source_code();

@@ -11,7 +11,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "sysfs.h"
+#include "devices/sysfs.h"
+#include "base/env.h"
+#include "base/util.h"
 
 /* ---- helpers ---------------------------------------------------------------- */
 

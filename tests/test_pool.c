@@ -14,9 +14,13 @@
 #include <unistd.h>
 
 #include "logbuf.h"
-#include "bml.h"
+#include "base/bml.h"
 #include "golden.h"
 #include "poolgate.h"
+#include "base/util.h"
+#include "cpu/q1_0.h"
+#include "cpu/pool.h"
+#include "cpu/gen.h"
 
 static golden_q1_case *cases;
 static int ncases;

@@ -9,8 +9,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "bml.h"
+#include "base/bml.h"
 #include "golden.h"
+#include "cpu/q1_0.h"
+#include "cpu/gen.h"
 
 static golden_q1_case *cases;
 static int ncases;

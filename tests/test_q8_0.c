@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bml.h"
+#include "base/bml.h"
 #include "golden.h"
 
 Test(q8_0, every_block_matches_ggml_avx2) {

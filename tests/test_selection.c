@@ -9,7 +9,13 @@
 #include <unistd.h>
 
 #include "logbuf.h"
-#include "bml.h"
+#include "base/bml.h"
+#include "base/util.h"
+#include "base/log.h"
+#include "base/env.h"
+#include "cpu/q1_0.h"
+#include "cpu/gen.h"
+#include "cpu/pool.h"
 #include "devicestest.h"
 
 TestSuite(selection, .timeout = 60);

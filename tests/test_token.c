@@ -8,8 +8,11 @@
 
 #include "golden.h"
 #include "logbuf.h"
-#include "token.h"
-#include "worker.h"
+#include "base/hooks.h"
+#include "card/card.h"
+#include "share/access.h"
+#include "share/token.h"
+#include "cpu/gen.h"
 
 static bml_pool *pool;
 static char logged[8192];

@@ -9,9 +9,17 @@
 
 #include "logbuf.h"
 #include "golden.h"
-#include "oracle.h"
+#include "base/hooks.h"
+#include "card/oracle.h"
+#include "card/tune.h"
+#include "cpu/q1_0.h"
+#include "cpu/gen.h"
+#include "card/card.h"
+#include "card/slab.h"
+#include "card/program.h"
+#include "card/kernels.h"
 #include "oracletest.h"
-#include "tune.h"
+#include "card/tune.h"
 
 static void no_hooks(void) { bml__oracle_set_hooks(NULL); }
 

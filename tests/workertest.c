@@ -9,7 +9,15 @@
 
 #include "golden.h"
 #include "logbuf.h"
-#include "oracle.h"
+#include "base/hooks.h"
+#include "card/oracle.h"
+#include "card/tune.h"
+#include "cpu/q1_0.h"
+#include "cpu/gen.h"
+#include "card/card.h"
+#include "card/slab.h"
+#include "card/program.h"
+#include "card/kernels.h"
 
 bml_pool *pool;
 

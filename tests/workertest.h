@@ -6,7 +6,14 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "worker.h"
+#include "base/hooks.h"
+#include "card/card.h"
+#include "share/plan.h"
+#include "share/access.h"
+#include "base/util.h"
+#include "cpu/pool.h"
+#include "cpu/gen.h"
+#include "card/kernels.h"
 
 extern bml_pool *pool;
 

@@ -81,16 +81,6 @@ struct bench_args {
   size_t shapes_cap, threads_cap, gaps_cap;
 };
 
-void bench_progress(const struct bench_config *cfg, const char *fmt, ...) {
-  if (!cfg->verbose) return;
-  va_list ap;
-  va_start(ap, fmt);
-  fputs("bankml-cl bench: ", stderr);
-  vfprintf(stderr, fmt, ap);
-  fputc('\n', stderr);
-  va_end(ap);
-}
-
 static void usage(FILE *f) {
   fprintf(f,
           "usage: bankml-cl bench [MODE] [OPTION...]\n"

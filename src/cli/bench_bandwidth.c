@@ -6,7 +6,7 @@
 
 #include "bankml-cl.h"
 #include "bench.h"
-#include "clload.h" /* OpenCL through the loader opened at run time */
+#include "devices/clload.h" /* OpenCL through the loader opened at run time */
 
 /* Every work-item streams uint4s with a grid stride; the xor keeps the
  * loads alive and is written only when it hits an impossible value. */

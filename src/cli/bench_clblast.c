@@ -3,7 +3,7 @@
 
 #include <config.h>
 
-#include "clload.h" /* first: the OpenCL headers at bankml-cl's API level, before CLBlast's includes them */
+#include "devices/clload.h" /* first: the OpenCL headers at bankml-cl's API level, before CLBlast's includes them */
 
 #include <clblast_c.h>
 #include <dlfcn.h>
@@ -17,6 +17,7 @@
 #include "bench.h"
 #include "cli.h"
 #include "progress.h"
+#include "clblast.h"
 
 const char bench_clblast_help[] = "CLBlast's SGEMV and HGEMV on a device: the baseline (below)";
 
@@ -76,15 +77,6 @@ static int failed(const char *call, int code, const char *file, int line) {
   } while (0)
 #define TRY(rc, fn, args) CHECK(rc, #fn, fn args)
 
-static void note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void note(const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  fputs(PREFIX, stderr);
-  vfprintf(stderr, fmt, ap);
-  fputc('\n', stderr);
-  va_end(ap);
-}
 
 /* ---- CLBlast, opened at run time ------------------------------------------ */
 
@@ -116,7 +108,7 @@ static void clblast_open(void) {
 static int clblast_load(void) {
   pthread_once(&clblast_once, clblast_open);
   if (!clblast.error[0]) return 0;
-  note("cannot open CLBlast (%s): %s; install it (apt-get install libclblast1), with the OpenCL "
+  clblast_note("cannot open CLBlast (%s): %s; install it (apt-get install libclblast1), with the OpenCL "
        "loader (ocl-icd-libopencl1) it needs", BML_CLBLAST_SONAME, clblast.error);
   return BML_ENOTSUP;
 }
@@ -125,64 +117,10 @@ static int clblast_load(void) {
 #define CLBlastHgemv (clblast.hgemv)
 #define CLBlastClearCache (clblast.clear_cache)
 
-/* ---- half precision -------------------------------------------------------- */
-
-static float half_to_float(uint16_t h) {
-  unsigned exponent = (h >> 10) & 0x1f, mantissa = h & 0x3ff;
-  float v = exponent == 0    ? ldexpf((float)mantissa, -24)
-            : exponent == 31 ? (mantissa ? NAN : INFINITY)
-                             : ldexpf((float)(mantissa | 0x400), (int)exponent - 25);
-  return h & 0x8000 ? -v : v;
-}
-
-/* x rounded to the nearest binary16, ties to even (finite x only: the
- * activations are at most 127 times a half scale). */
-static uint16_t float_to_half(float x) {
-  uint16_t sign = signbit(x) ? 0x8000 : 0;
-  float a = fabsf(x);
-  if (a < 0x1p-14f) return sign | (uint16_t)nearbyintf(a * 0x1p24f); /* subnormal, or 2^-14 */
-  int e;
-  float m = frexpf(a, &e) * 2048.0f; /* 1024 <= m < 2048: 11 significant bits */
-  long q = lrintf(m);
-  if (q == 2048) q = 1024, e++;
-  if (e + 14 > 30) return sign | 0x7c00; /* beyond 65504: infinity */
-  return sign | (uint16_t)((e + 14) << 10 | (q - 1024));
-}
-
 /* ---- the two precisions ---------------------------------------------------- */
 
-/* One product on the device: y = A x, A row-major rows x n. */
-struct gemv {
-  size_t rows, n;
-  cl_command_queue queue;
-  cl_mem a, x, y;
-};
-
-/* One precision CLBlast computes in. */
-struct precision {
-  const char *mode; /* the rows' mode */
-  const char *gemv_name;
-  size_t size; /* bytes per element */
-  bool needs_fp16;
-  /* Writes the 128 weights of b; its scale is a half, so both are exact. */
-  void (*weights)(const bml_block_q1_0 *b, void *out);
-  /* Stores x as element i of out; returns the value stored. */
-  double (*activation)(float x, void *out, size_t i);
-  double (*element)(const void *y, size_t i);
-  /* The largest error a correct result of row r may have, given the sum of
-   * |a_j x_j| and of (a_j x_j)^2 over the row. */
-  double (*bound)(size_t n, double abs_sum, double sq_sum);
-  int (*gemv)(const struct gemv *g, cl_event *ev);
-  const void *sentinel; /* written over y before each run: finite, so 0*y is 0 */
-  /* The exact probe (below): the activation's scale and largest |quant|,
-   * and the blocks of a row that are not zero. */
-  uint16_t probe_scale;
-  int probe_qmax;
-  size_t probe_blocks;
-};
-
 static void weights_f32(const bml_block_q1_0 *b, void *out) {
-  float d = half_to_float(b->d), *o = out;
+  float d = clblast_half_to_float(b->d), *o = out;
   for (int j = 0; j < BML_Q1_0_BLOCK; j++) o[j] = b->qs[j / 8] >> (j % 8) & 1 ? d : -d;
 }
 
@@ -198,14 +136,14 @@ static double activation_f32(float x, void *out, size_t i) {
 }
 
 static double activation_f16(float x, void *out, size_t i) {
-  uint16_t h = float_to_half(x);
+  uint16_t h = clblast_float_to_half(x);
   ((uint16_t *)out)[i] = h;
-  return half_to_float(h);
+  return clblast_half_to_float(h);
 }
 
 static double element_f32(const void *y, size_t i) { return ((const float *)y)[i]; }
 static double element_f16(const void *y, size_t i) {
-  return half_to_float(((const uint16_t *)y)[i]);
+  return clblast_half_to_float(((const uint16_t *)y)[i]);
 }
 
 /* F32: the worst case of an n-term float dot product summed in any order,
@@ -256,16 +194,6 @@ static const struct precision precisions[] = {
 };
 
 /* ---- the device ------------------------------------------------------------ */
-
-/* The device and what lives on it for the whole mode. */
-struct clb {
-  const struct bench_config *cfg;
-  const bml_device *dev;
-  cl_context ctx;
-  cl_command_queue queue;
-  bool fp16;
-  double *ms; /* cfg->runs timings */
-};
 
 /* Whether the space-separated list holds the word. */
 static bool has_word(const char *list, const char *word) {
@@ -333,125 +261,6 @@ static const bml_device *first_selected(const bml_devices *list) {
     if (d->selected) return d;
   }
   return NULL;
-}
-
-/* ---- one shape ------------------------------------------------------------- */
-
-/* One shape's Q1_0 operands, from the generator every mode shares. */
-struct operands {
-  size_t rows, n;
-  bml_block_q1_0 *w;
-  bml_block_q8_0 *a;
-};
-
-static void operands_free(struct operands *o) {
-  free(o->w);
-  free(o->a);
-  o->w = NULL;
-  o->a = NULL;
-}
-
-static int operands_init(struct operands *o, const struct bench_shape *shape) {
-  o->rows = shape->rows;
-  o->n = shape->n;
-  o->w = malloc(o->rows * (o->n / BML_Q1_0_BLOCK) * sizeof *o->w);
-  o->a = malloc(o->n / BML_Q8_0_BLOCK * sizeof *o->a);
-  int rc = o->w && o->a ? bench_random_operands(o->rows, o->n, o->w, o->a) : BML_ENOMEM;
-  if (rc != 0) {
-    note("%zux%zu: %s", o->rows, o->n, bml_strerror(rc));
-    operands_free(o);
-  }
-  return rc;
-}
-
-/* Whether the device can hold the shape in this precision; says why not. */
-static bool fits(const struct clb *s, const struct bench_shape *o, const struct precision *p) {
-  const bml_device *d = s->dev;
-  double mb = 1e6;
-  if (o->rows > SIZE_MAX / o->n / p->size) {
-    note("%zux%zu: skipped for %s: too large for this machine's address space", o->rows, o->n,
-         p->mode);
-    return false;
-  }
-  uint64_t a = (uint64_t)o->rows * o->n * p->size, all = a + (o->rows + o->n) * p->size;
-  if (a > d->max_alloc_bytes || all > d->global_mem_bytes) {
-    note("%zux%zu: skipped for %s: the matrix takes %.1f MB; %s allows %.1f MB in one buffer "
-         "(CL_DEVICE_MAX_MEM_ALLOC_SIZE), %.1f MB in all",
-         o->rows, o->n, p->mode, (double)a / mb, CLI_PRINTABLE(d->name), (double)d->max_alloc_bytes / mb,
-         (double)d->global_mem_bytes / mb);
-    return false;
-  }
-  return true;
-}
-
-/* What the check compares with: each row's product in double from the same
- * dequantized values, and how far a correct result may be from it. */
-struct reference {
-  double *want, *bound;
-};
-
-static void reference_free(struct reference *r) {
-  free(r->want);
-  free(r->bound);
-  r->want = r->bound = NULL;
-}
-
-/* Row r: sum of +-d x_j over its blocks, with |t| and t^2 sums for the bound;
- * xs[3b..3b+2] are block b's sums of x, |x| and x^2. */
-static void reference_row(const struct operands *o, const struct precision *p, const double *x,
-                          const double *xs, size_t r, struct reference *ref) {
-  size_t nb = o->n / BML_Q1_0_BLOCK;
-  double want = 0, abs_sum = 0, sq_sum = 0;
-  for (size_t b = 0; b < nb; b++) {
-    const bml_block_q1_0 *blk = &o->w[r * nb + b];
-    double d = half_to_float(blk->d), set = 0;
-    for (int j = 0; j < BML_Q1_0_BLOCK; j++)
-      if (blk->qs[j / 8] >> (j % 8) & 1) set += x[b * BML_Q1_0_BLOCK + (size_t)j];
-    want += d * (2 * set - xs[3 * b]);
-    abs_sum += fabs(d) * xs[3 * b + 1];
-    sq_sum += d * d * xs[3 * b + 2];
-  }
-  ref->want[r] = want;
-  ref->bound[r] = p->bound(o->n, abs_sum, sq_sum);
-}
-
-/* The activation in p's format into xdev (n elements), and the reference. */
-static int reference_init(struct reference *ref, const struct operands *o,
-                          const struct precision *p, void *xdev) {
-  size_t nb = o->n / BML_Q1_0_BLOCK;
-  double *x = malloc(o->n * sizeof *x), *xs = calloc(3 * nb, sizeof *xs);
-  ref->want = malloc(o->rows * sizeof *ref->want);
-  ref->bound = malloc(o->rows * sizeof *ref->bound);
-  int rc = x && xs && ref->want && ref->bound ? 0 : BML_ENOMEM;
-  for (size_t j = 0; rc == 0 && j < o->n; j++) {
-    const bml_block_q8_0 *blk = &o->a[j / BML_Q8_0_BLOCK];
-    x[j] = p->activation(half_to_float(blk->d) * blk->qs[j % BML_Q8_0_BLOCK], xdev, j);
-    double *s = &xs[3 * (j / BML_Q1_0_BLOCK)];
-    s[0] += x[j];
-    s[1] += fabs(x[j]);
-    s[2] += x[j] * x[j];
-  }
-  for (size_t r = 0; rc == 0 && r < o->rows; r++) reference_row(o, p, x, xs, r, ref);
-  if (rc != 0) reference_free(ref);
-  free(x);
-  free(xs);
-  return rc;
-}
-
-/* The worst |got - want| / bound over y (rows elements); infinity for a
- * result that is not a finite number. */
-static double error_to_bound(const struct precision *p, const struct reference *ref, const void *y,
-                             size_t rows) {
-  double worst = 0;
-  for (size_t r = 0; r < rows; r++) {
-    double got = p->element(y, r), err = fabs(got - ref->want[r]);
-    double ratio = !isfinite(got)      ? INFINITY
-                   : ref->bound[r] > 0 ? err / ref->bound[r]
-                   : err == 0          ? 0
-                                       : INFINITY;
-    if (ratio > worst) worst = ratio;
-  }
-  return worst;
 }
 
 /* ---- the device buffers and the timing ------------------------------------- */
@@ -522,7 +331,7 @@ static int checked_run(const struct gemv *g, const struct precision *p, const st
   int rc = run_once(g, p, ms);
   if (rc != 0) return rc;
   TRY(rc, clEnqueueReadBuffer, (g->queue, g->y, CL_TRUE, 0, g->rows * p->size, y, 0, NULL, NULL));
-  double e = error_to_bound(p, ref, y, g->rows);
+  double e = clblast_error_to_bound(p, ref, y, g->rows);
   if (e > *worst) *worst = e;
 fail:
   return rc;
@@ -612,7 +421,7 @@ static int exact_probe_round(const struct gemv *g, const struct operands *o, con
   }
   for (size_t j = 0; rc == 0 && j < o->n; j++) {
     const bml_block_q8_0 *blk = &probe.a[j / BML_Q8_0_BLOCK];
-    xv[j] = p->activation(half_to_float(blk->d) * blk->qs[j % BML_Q8_0_BLOCK], x, j);
+    xv[j] = p->activation(clblast_half_to_float(blk->d) * blk->qs[j % BML_Q8_0_BLOCK], x, j);
   }
   if (rc == 0) rc = upload(g, &probe, p, x);
   double ignored;
@@ -632,12 +441,12 @@ static int exact_probe_round(const struct gemv *g, const struct operands *o, con
     double got = p->element(y, r);
     if (!(got == want)) {
       row->probe_exact = false;
-      note("%zux%zu, %s: the exact probe's row %zu is %.9g, exactly %.9g: the GEMV is wrong", o->rows, o->n,
+      clblast_note("%zux%zu, %s: the exact probe's row %zu is %.9g, exactly %.9g: the GEMV is wrong", o->rows, o->n,
            p->mode, r, got, want);
     }
   }
 fail:
-  operands_free(&probe);
+  clblast_operands_free(&probe);
   free(x), free(y), free(xv);
   return rc;
 }
@@ -667,16 +476,16 @@ static int bench_precision(const struct clb *s, const struct operands *o,
       .check = BENCH_CHECK_TOLERANCE,
   };
   void *x = malloc(o->n * p->size);
-  int rc = x ? reference_init(&ref, o, p, x) : BML_ENOMEM;
+  int rc = x ? clblast_reference_init(&ref, o, p, x) : BML_ENOMEM;
   if (rc == 0) rc = gemv_create(&g, s, p->size);
   if (rc == 0) rc = upload(&g, o, p, x);
   if (rc == 0) rc = measure(s, &g, p, &ref, &row);
   if (rc == 0) rc = exact_probe(&g, o, p, &row);
   row.agrees = row.agrees && row.probe_exact;
   if (rc == 0) rc = add_row(s->cfg, &row, rep);
-  if (rc == BML_ENOMEM) note("%zux%zu, %s: %s", o->rows, o->n, p->mode, bml_strerror(rc));
+  if (rc == BML_ENOMEM) clblast_note("%zux%zu, %s: %s", o->rows, o->n, p->mode, bml_strerror(rc));
   gemv_release(&g);
-  reference_free(&ref);
+  clblast_reference_free(&ref);
   free(x);
   return rc;
 }
@@ -687,11 +496,11 @@ static int bench_shape(const struct clb *s, const struct bench_shape *shape,
   enum { NP = sizeof precisions / sizeof precisions[0] };
   bool run[NP], any = false;
   for (size_t i = 0; i < NP; i++) {
-    run[i] = (!precisions[i].needs_fp16 || s->fp16) && fits(s, shape, &precisions[i]);
+    run[i] = (!precisions[i].needs_fp16 || s->fp16) && clblast_fits(s, shape, &precisions[i]);
     any |= run[i];
   }
   struct operands o = {0, 0, NULL, NULL};
-  int rc = any ? operands_init(&o, shape) : 0;
+  int rc = any ? clblast_operands_init(&o, shape) : 0;
   for (size_t i = 0; any && rc == 0 && i < NP; i++) {
     const struct precision *p = &precisions[i];
     if (!run[i]) continue;
@@ -700,7 +509,7 @@ static int bench_shape(const struct clb *s, const struct bench_shape *shape,
                    (double)o.rows * (double)o.n * (double)p->size / 1e6);
     rc = bench_precision(s, &o, p, rep);
   }
-  if (any) operands_free(&o);
+  if (any) clblast_operands_free(&o);
   return rc;
 }
 
@@ -710,16 +519,16 @@ static int run_on(const bml_device *dev, const struct bench_config *cfg, struct 
   struct clb s = {.cfg = cfg, .dev = dev};
   int rc = clb_open(&s);
   if (rc != 0) {
-    note("cannot set up %s: %s", dev->name, bml_strerror(rc));
+    clblast_note("cannot set up %s: %s", dev->name, bml_strerror(rc));
     return rc;
   }
   bench_set_device(rep, dev->name);
-  if (!s.fp16) note("%s has no cl_khr_fp16: F16 (CLBlastHgemv) not measured", CLI_PRINTABLE(dev->name));
+  if (!s.fp16) clblast_note("%s has no cl_khr_fp16: F16 (CLBlastHgemv) not measured", CLI_PRINTABLE(dev->name));
   const size_t rows_before = rep->nrows;
   for (size_t i = 0; rc == 0 && i < cfg->nshapes; i++) rc = bench_shape(&s, &cfg->shapes[i], rep);
   clb_close(&s);
   if (rc == 0 && rep->nrows == rows_before) { /* every shape skipped: exit 0 would say all was measured */
-    note("nothing measured: no shape fits %s for CLBlast", CLI_PRINTABLE(dev->name));
+    clblast_note("nothing measured: no shape fits %s for CLBlast", CLI_PRINTABLE(dev->name));
     rc = BML_ENOTSUP;
   }
   return rc;
@@ -731,14 +540,14 @@ int bench_clblast_run(const struct bench_config *cfg, struct bench_report *rep) 
   if (rc != 0) return rc;
   rc = bml_devices_discover(NULL, &list);
   if (rc != 0) {
-    if (rc != BML_EENV) note("cannot list the OpenCL devices: %s", bml_strerror(rc));
+    if (rc != BML_EENV) clblast_note("cannot list the OpenCL devices: %s", bml_strerror(rc));
     return rc; /* BML_EENV: the library has named the variable */
   }
   const bml_device *dev = first_selected(list);
   if (dev) {
     rc = run_on(dev, cfg, rep);
   } else {
-    note("no usable OpenCL device is selected (see `bankml-cl devices --brief`; software devices "
+    clblast_note("no usable OpenCL device is selected (see `bankml-cl devices --brief`; software devices "
          "such as PoCL need BANKML_GPU_SOFTWARE=1)");
     rc = BML_ENODEV;
   }

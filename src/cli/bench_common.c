@@ -1,13 +1,16 @@
-/* bench_common.c -- what every bench mode shares: the random operands, the clock, the median. */
+/* bench_common.c -- what every bench mode shares: the random operands, the clock, the median, the report's rows, the verbose lines. */
 #define _POSIX_C_SOURCE 200809L
 
+#include <stdarg.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "bankml-cl.h"
 #include "bench.h"
+#include "progress.h"
 
 /* Marsaglia's xorshift64: the command's own data, the same on every run.
  * Speed does not depend on the values; only their plausibility matters. */
@@ -102,4 +105,38 @@ bool bench_exact(float *got, const float *want, size_t rows) {
     memcpy(&got[0], &u, sizeof u);
   }
   return memcmp(got, want, rows * sizeof *got) == 0;
+}
+
+int bench_report_add(struct bench_report *rep, const struct bench_row *row) {
+  if (rep->nrows == rep->cap) {
+    size_t cap = rep->cap ? rep->cap * 2 : 32;
+    struct bench_row *rows = realloc(rep->rows, cap * sizeof *rows);
+    if (!rows) return BML_ENOMEM;
+    rep->rows = rows;
+    rep->cap = cap;
+  }
+  rep->rows[rep->nrows++] = *row;
+  progress_advance();
+  return 0;
+}
+
+bool bench_row_ok(const struct bench_row *row) {
+  return row->check == BENCH_CHECK_EXACT ? row->exact : row->agrees;
+}
+
+void bench_report_free(struct bench_report *rep) {
+  if (!rep) return;
+  free(rep->rows);
+  rep->rows = NULL;
+  rep->nrows = rep->cap = 0;
+}
+
+void bench_progress(const struct bench_config *cfg, const char *fmt, ...) {
+  if (!cfg->verbose) return;
+  va_list ap;
+  va_start(ap, fmt);
+  fputs("bankml-cl bench: ", stderr);
+  vfprintf(stderr, fmt, ap);
+  fputc('\n', stderr);
+  va_end(ap);
 }

@@ -12,30 +12,6 @@
 #include "cli.h"
 #include "progress.h"
 
-int bench_report_add(struct bench_report *rep, const struct bench_row *row) {
-  if (rep->nrows == rep->cap) {
-    size_t cap = rep->cap ? rep->cap * 2 : 32;
-    struct bench_row *rows = realloc(rep->rows, cap * sizeof *rows);
-    if (!rows) return BML_ENOMEM;
-    rep->rows = rows;
-    rep->cap = cap;
-  }
-  rep->rows[rep->nrows++] = *row;
-  progress_advance();
-  return 0;
-}
-
-bool bench_row_ok(const struct bench_row *row) {
-  return row->check == BENCH_CHECK_EXACT ? row->exact : row->agrees;
-}
-
-void bench_report_free(struct bench_report *rep) {
-  if (!rep) return;
-  free(rep->rows);
-  rep->rows = NULL;
-  rep->nrows = rep->cap = 0;
-}
-
 /* t as UTC: ISO 8601 for machines, or with a space and "UTC" for people. */
 static void format_time(time_t t, bool iso, char *buf, size_t size) {
   struct tm tm;

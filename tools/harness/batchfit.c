@@ -23,8 +23,9 @@
 #include <time.h>
 
 #include "bankml-cl.h"
-#include "bml.h"
-#include "golden.h"
+#include "base/bml.h"
+#include "cpu/golden.h"
+#include "cpu/gen.h"
 
 #define MOST 32
 

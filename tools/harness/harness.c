@@ -21,9 +21,11 @@
 #include <string.h>
 #include <time.h>
 
-#include "bml.h"
-#include "card.h"
-#include "golden.h"
+#include "base/bml.h"
+#include "cpu/golden.h"
+#include "cpu/q1_0.h"
+#include "cpu/gen.h"
+#include "card/kernels.h"
 
 #define CK(x)                                                                    \
   do {                                                                           \

@@ -24,9 +24,11 @@
 #include <time.h>
 
 #include "bankml-cl.h"
-#include "bml.h"
-#include "golden.h"
-#include "worker.h"
+#include "base/hooks.h"
+#include "base/bml.h"
+#include "cpu/golden.h"
+#include "share/access.h"
+#include "cpu/gen.h"
 
 #define RUNS_MOST 101
 

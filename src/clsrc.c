@@ -1,6 +1,0 @@
-/* clsrc.c -- the OpenCL C sources of cl/, embedded at build time (Makefile.am writes the byte lists). */
-#include "bml.h"
-
-const char bml__cl_q1_0_source[] = {
-#include "cl_q1_0.inc"
-    0};

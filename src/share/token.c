@@ -1,0 +1,352 @@
+/* token.c -- a decode's token: its groups planned and uploaded once, run resident on the card as the host asks. */
+#include "share/token_int.h"
+#include "base/log.h"
+#include "base/util.h"
+#include "cpu/pool.h"
+#include "cpu/q1_0.h"
+#include "card/card.h"
+#include "card/kernels.h"
+#include "card/program.h"
+#include "card/slab.h"
+
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* How long a run waits for its group before it takes the card for broken
+ * (the token then runs its groups through the worker's batches): a group
+ * takes microseconds on a GPU, but a software device's threads may wait
+ * for the host's cores. */
+#define TOKEN_GIVE_UP_SECONDS 10.0
+/* ... and how long for the kernel to start: a software device (PoCL)
+ * compiles it at its first launch, which took a minute on a busy 2-core
+ * machine. */
+#define TOKEN_START_SECONDS 600.0
+/* Launches a run tries where the kernel gave up waiting for its group
+ * just before it came. */
+#define TOKEN_TRIES 2
+
+/* Where a group runs.  A group's first runs are timed on the card
+ * (resident) and on the CPU alone, TRIALS each in turn after one untimed
+ * on the card (its matrices' upload): the faster median wins, for good
+ * (the time of a run includes the pool's wake-up and the card's wait, which
+ * is what a decode pays for either). */
+enum { WHERE_LEARN = 0, WHERE_CARD, WHERE_CPU, WHERE_BATCH };
+#define TRIALS 5
+
+/* Neighbours that share an activation (pointer and n) are one group, at
+ * most 16 products (as the worker's batches group them). */
+static size_t count_groups(const bml_product *p, size_t count, size_t *first) {
+  size_t n = 0;
+  for (size_t i = 0, j; i < count; i = j) {
+    for (j = i + 1; j < count && j - i < 16 && p[j].act == p[i].act && p[j].n == p[i].n; j++) continue;
+    if (first) first[n] = i;
+    n++;
+  }
+  if (first) first[n] = count;
+  return n;
+}
+
+/* ---- the resident launch --------------------------------------------------- */
+
+uint32_t bml__token_launches(const bml_token *t) { return t ? t->launch : 0; }
+
+/* Launches the kernel, its first ticket t->ticket. */
+static int launch(bml_token *t) {
+  const bml__card *c = t->card;
+  cl_kernel k = t->build->token;
+  const cl_uint ticket = t->ticket, spins = t->spins;
+  const cl_uint zero = 0;
+  const size_t local = bml__card_lr_wg(c), global = t->nwg * local;
+  /* a ticket the kernel waits past (not an abort left by the last park);
+   * and no done or given-up ticket of an earlier launch: a kernel parked
+   * while it waited for this very ticket wrote it as given up, which
+   * await would take for this launch's (then every launch after the
+   * first, on a card that starts at once, gave up at its first group) */
+  bml__token_post(&t->h[TOKEN_DONE], ticket - 1);
+  bml__token_post(&t->h[TOKEN_EXIT], ticket - 1);
+  bml__token_post(&t->h[TOKEN_REQ], TOKEN_WORD(ticket - 1, 0));
+  cl_int rc = clEnqueueFillBuffer(c->queue, t->dev, &zero, sizeof zero, 0, TOKEN_HEAD, 0, NULL, NULL);
+  if (rc == CL_SUCCESS) rc = clSetKernelArg(k, 0, sizeof(cl_mem), &t->bits);
+  if (rc == CL_SUCCESS) rc = clSetKernelArg(k, 1, sizeof(cl_mem), &t->d0);
+  if (rc == CL_SUCCESS) rc = clSetKernelArg(k, 2, sizeof(cl_mem), &t->host);
+  if (rc == CL_SUCCESS) rc = clSetKernelArg(k, 3, sizeof(cl_mem), &t->dev);
+  if (rc == CL_SUCCESS) rc = clSetKernelArg(k, 4, sizeof(cl_mem), &t->host);
+  if (rc == CL_SUCCESS) rc = clSetKernelArg(k, 5, sizeof ticket, &ticket);
+  if (rc == CL_SUCCESS) rc = clSetKernelArg(k, 6, sizeof spins, &spins);
+  if (rc == CL_SUCCESS) rc = clEnqueueNDRangeKernel(c->queue, k, 1, NULL, &global, &local, 0, NULL, &t->running);
+  if (rc == CL_SUCCESS) rc = clFlush(c->queue);
+  if (rc != CL_SUCCESS && t->running) bml__token_park(t);
+  if (rc == CL_SUCCESS) {
+    t->ticket0 = ticket;
+    t->launch = t->launch + 1 ? t->launch + 1 : 1; /* 0 is no launch */
+    bml__worker_set_resident(t->w, t);
+  }
+  return rc;
+}
+
+/* A resident launch's kernel that ended by itself (it gave up waiting):
+ * its event released.  Returns its error, or 0; *started (may be NULL):
+ * whether it has started (a software device compiles a kernel at its
+ * first launch, which may take long before it runs). */
+static cl_int reap(bml_token *t, bool *started) {
+  cl_int state = CL_QUEUED;
+  if (started) *started = true;
+  if (!t->running) return CL_SUCCESS;
+  cl_int rc = clGetEventInfo(t->running, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof state, &state, NULL);
+  if (started) *started = rc != CL_SUCCESS || state <= CL_RUNNING;
+  if (rc == CL_SUCCESS && state > CL_COMPLETE) return CL_SUCCESS; /* still running */
+  if (rc == CL_SUCCESS && state < 0) rc = state;
+  clReleaseEvent(t->running);
+  t->running = NULL;
+  bml__worker_set_resident(t->w, NULL);
+  return rc;
+}
+
+/* Waits for group g's ticket: 0 when done, 1 when the kernel gave up
+ * before it (to launch again), or an error (the card's, or a wait past
+ * TOKEN_GIVE_UP_SECONDS once the kernel runs, TOKEN_START_SECONDS before). */
+static int await(bml_token *t, uint32_t ticket) {
+  _Atomic uint32_t *done = (_Atomic uint32_t *)&t->h[TOKEN_DONE], *exit = (_Atomic uint32_t *)&t->h[TOKEN_EXIT];
+  const double begun = bml__now();
+  double until = begun + TOKEN_GIVE_UP_SECONDS;
+  bool started = false;
+  for (unsigned i = 1;; i++) {
+    if (atomic_load_explicit(done, memory_order_acquire) == ticket) return 0;
+    if ((i & 255u) == 0) {
+      if (atomic_load_explicit(exit, memory_order_acquire) == ticket) return 1;
+      sched_yield(); /* a software device's thread may need this core */
+      bool now_started;
+      const cl_int rc = reap(t, &now_started);
+      if (rc != CL_SUCCESS) return rc;
+      if (!t->running) /* ended without a word for this ticket: gave up as it was written */
+        return atomic_load_explicit(done, memory_order_acquire) == ticket ? 0 : 1;
+      const double now = bml__now();
+      if (!started && now_started) until = now + TOKEN_GIVE_UP_SECONDS; /* from its start */
+      started |= now_started;
+      if (now > (started ? until : begun + TOKEN_START_SECONDS)) return CL_OUT_OF_RESOURCES;
+    }
+    bml__cpu_relax();
+  }
+}
+
+/* The group's results, from host memory into its products' outputs. */
+static void scatter(const bml_token *t, size_t g) {
+  const float *at = (const float *)((const char *)t->h + t->out_at);
+  for (size_t i = t->first[g]; i < t->first[g + 1]; i++) {
+    memcpy(t->p[i].out, at, t->p[i].rows * sizeof *at);
+    at += t->p[i].rows;
+  }
+}
+
+/* The ticket after `ticket`, back to 1 past TOKEN_TICKET_MOST (a launch
+ * ends before: run_resident). */
+static void next_ticket(bml_token *t, uint32_t ticket) {
+  t->ticket = ticket >= TOKEN_TICKET_MOST ? 1 : ticket + 1;
+}
+
+/* Group g resident on the card (the worker entered); sec: upload, launch,
+ * wait, copy out.  Returns 0, or an error after which the group must run
+ * otherwise. */
+static int run_resident(bml_token *t, size_t g, double sec[BML_TOKEN_PHASES]) {
+  if (!t->loaded) {
+    int rc = bml__token_load(t);
+    if (rc != 0) return rc;
+  }
+  /* a launch runs a group once (cl/q1_0.cl), and a ticket past the abort's
+   * needs a new one */
+  if (t->running && (t->ran[g] == t->launch || t->ticket < t->ticket0)) bml__token_park(t);
+  int rc = reap(t, NULL);
+  for (int tries = 0; rc == 0 && tries < TOKEN_TRIES; tries++) {
+    double t0 = bml__now();
+    if (!t->running && (rc = launch(t)) != 0) break;
+    double t1 = bml__now();
+    const uint32_t ticket = t->ticket;
+    const bml_product *p = &t->p[t->first[g]];
+    bml__card_act_repack(p->act, p->n, (char *)t->h + t->act_off[g]);
+    bml__token_post(&t->h[TOKEN_REQ], TOKEN_WORD(ticket, g));
+    double t2 = bml__now();
+    rc = bml__worker_token_fault(t->w) ? CL_OUT_OF_RESOURCES : await(t, ticket);
+    double t3 = bml__now();
+    sec[0] += t2 - t1, sec[1] += t1 - t0, sec[2] += t3 - t2;
+    if (rc == 1) { /* it gave up just before: once more, from a new launch */
+      bml__token_park(t);
+      next_ticket(t, ticket);
+      rc = 0;
+      continue;
+    }
+    if (rc != 0) break;
+    scatter(t, g);
+    sec[3] += bml__now() - t3;
+    next_ticket(t, ticket);
+    t->ran[g] = t->launch;
+    return 0;
+  }
+  cl_int state = 0;
+  if (t->running) clGetEventInfo(t->running, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof state, &state, NULL);
+  bml__debug(BML_CAT_WORKER, "a token's group %zu: %s%s (%d); tickets: asked %u, done %u, given up %u; launch %u, "
+             "its state %d, %zu work-groups, %u spins", g, rc == 0 ? "the card gave up waiting for it, every launch" : "",
+             rc == 0 ? "" : bml_err_name(rc), rc, t->h[TOKEN_REQ], t->h[TOKEN_DONE], t->h[TOKEN_EXIT], t->launch,
+             (int)state, t->nwg, t->spins);
+  if (rc == 0) rc = CL_OUT_OF_RESOURCES; /* gave up every time */
+  bml__token_park(t);
+  return rc;
+}
+
+/* Group g on the worker's pool alone. */
+static int run_cpu(bml_token *t, size_t g) {
+  bml__cpu_piece pc[16];
+  size_t np = 0;
+  for (size_t i = t->first[g]; i < t->first[g + 1]; i++)
+    pc[np++] = (bml__cpu_piece){t->p[i].wts, t->p[i].rows, t->p[i].n, t->p[i].act, t->p[i].out};
+  return bml__pool_mat_vec_many(bml__worker_pool(t->w), pc, np, NULL, NULL, NULL);
+}
+
+static int cmpf(const void *a, const void *b) {
+  const float x = *(const float *)a, y = *(const float *)b;
+  return x < y ? -1 : x > y;
+}
+
+void bml__token_check_only(bml_token *t) { t->check_only = true; }
+
+/* Where group g runs now: its decision, or its next trial. */
+static int where(bml_token *t, size_t g) {
+  if (t->check_only) return t->resident ? WHERE_CARD : WHERE_BATCH;
+  const int fixed = bml__worker_token_where(t->w);
+  if (fixed != WHERE_LEARN) return fixed == WHERE_CARD && !t->resident ? WHERE_BATCH : fixed;
+  if (!t->resident) return WHERE_BATCH;
+  if (t->where[g] != WHERE_LEARN) return t->where[g];
+  return t->tried[g] % 2 == 0 ? WHERE_CARD : WHERE_CPU; /* the first (untimed) on the card */
+}
+
+/* A trial's time: after TRIALS each way, the faster median decides. */
+static void learn(bml_token *t, size_t g, int ran, double seconds) {
+  if (t->where[g] != WHERE_LEARN || ran == WHERE_BATCH || bml__worker_token_where(t->w) != WHERE_LEARN) return;
+  const unsigned k = t->tried[g]++;
+  if (k == 0) return; /* the upload's */
+  float *card = t->times + g * 2 * TRIALS, *cpu = card + TRIALS;
+  const unsigned n = (k - 1) / 2; /* runs 1, 2: cpu 0, card 1 ... */
+  if (n < TRIALS) (ran == WHERE_CARD ? card : cpu)[n] = (float)bml__worker_token_seconds(t->w, ran == WHERE_CARD, seconds);
+  if (k < 2 * TRIALS) return;
+  qsort(card, TRIALS, sizeof *card, cmpf);
+  qsort(cpu, TRIALS, sizeof *cpu, cmpf);
+  t->where[g] = card[TRIALS / 2] <= cpu[TRIALS / 2] ? WHERE_CARD : WHERE_CPU;
+  bml__debug(BML_CAT_WORKER, "a token's group %zu (\"%s\", %zu products): the %s (median %.1f us on the card, %.1f on "
+             "the CPU)", g, t->p[t->first[g]].name, t->first[g + 1] - t->first[g],
+             t->where[g] == WHERE_CARD ? "card" : "CPU", card[TRIALS / 2] * 1e6, cpu[TRIALS / 2] * 1e6);
+}
+
+/* ---- the calls ------------------------------------------------------------- */
+
+/* Links t into (or out of) its worker's list. */
+static void link_token(bml_token *t, bool add) {
+  bml_token **head = bml__worker_tokens(t->w);
+  if (add) {
+    t->link = *head, *head = t;
+    return;
+  }
+  while (*head && *head != t) head = &(*head)->link;
+  if (*head) *head = t->link;
+}
+
+
+int bml_worker_token_open(bml_worker *w, const bml_product *products, size_t count, bml_token **out) {
+  if (!out) return BML_EINVAL;
+  *out = NULL;
+  if (!w || !products || count == 0) return BML_EINVAL;
+  for (size_t i = 0; i < count; i++) {
+    const bml_product *p = &products[i];
+    int rc = p->name ? bml__q1_0_check(p->wts, p->rows, p->n, p->act, p->out) : BML_EINVAL;
+    if (rc != 0) return rc;
+  }
+  bml_token *t = calloc(1, sizeof *t);
+  if (!t) return BML_ENOMEM;
+  t->count = count;
+  t->ngroups = count_groups(products, count, NULL);
+  t->p = malloc(count * sizeof *t->p);
+  t->first = malloc((t->ngroups + 1) * sizeof *t->first);
+  t->act_off = calloc(t->ngroups, sizeof *t->act_off);
+  t->ran = calloc(t->ngroups, sizeof *t->ran);
+  t->where = calloc(t->ngroups, sizeof *t->where);
+  t->times = calloc(t->ngroups * 2 * TRIALS, sizeof *t->times);
+  t->tried = calloc(t->ngroups, sizeof *t->tried);
+  if (!t->p || !t->first || !t->act_off || !t->ran || !t->where || !t->times || !t->tried) {
+    bml_token_close(t);
+    return BML_ENOMEM;
+  }
+  memcpy(t->p, products, count * sizeof *t->p);
+  count_groups(products, count, t->first);
+  if (!bml__worker_enter(w)) {
+    bml_token_close(t);
+    return BML_EBUSY;
+  }
+  t->w = w;
+  t->card = bml__worker_token_card(w, &t->build, &t->nwg, &t->spins);
+  t->resident = t->card != NULL && t->ngroups < TOKEN_GROUPS_MOST;
+  t->ticket = 1;
+  link_token(t, true);
+  bml__worker_leave(w);
+  *out = t;
+  return 0;
+}
+
+size_t bml_token_groups(const bml_token *t) { return t ? t->ngroups : 0; }
+
+size_t bml_token_group_first(const bml_token *t, size_t g) { return t && g <= t->ngroups ? t->first[g] : 0; }
+
+int bml_token_resident(const bml_token *t) { return t && t->resident; }
+
+int bml_token_run(bml_token *t, size_t g) {
+  if (!t || g >= t->ngroups) return BML_EINVAL;
+  if (!t->w) return BML_ESTATE;
+  bml_worker *w = t->w;
+  const bml_product *p = t->p + t->first[g];
+  const size_t count = t->first[g + 1] - t->first[g];
+  if (!bml__worker_enter(w)) return BML_EBUSY;
+  /* the worker may have lost the card since (retired, or a child of fork()) */
+  if (t->resident && bml__worker_token_card(w, &t->build, &t->nwg, &t->spins) != t->card) t->resident = false;
+  const int at = where(t, g);
+  const double t0 = bml__now();
+  double sec[BML_TOKEN_PHASES] = {0};
+  int rc = 1;
+  if (at == WHERE_CARD) {
+    rc = run_resident(t, g, sec);
+    bml__worker_token_ran(w, count, rc, sec);
+    if (rc != 0) {
+      bml__debug(BML_CAT_WORKER, "a token's group %zu did not run resident: %s (%d); its groups run as batches", g,
+                 bml_err_name(rc), rc);
+      t->resident = false;
+      bml__token_free_card(t);
+    }
+  } else if (at == WHERE_CPU) {
+    rc = run_cpu(t, g);
+    sec[BML_TOKEN_PHASES - 1] = bml__now() - t0;
+    if (rc == 0) bml__worker_token_ran(w, count, BML_EVERIFY, sec); /* the CPU's by decision */
+  }
+  const int ran = rc == 0 ? at : WHERE_BATCH;
+  if (rc != 0 && at != WHERE_CPU && !t->check_only) rc = bml__worker_batch_entered(w, p, count);
+  if (rc == 1) rc = BML_ENOTSUP; /* check only: not resident here */
+  if (rc == 0) learn(t, g, ran, bml__now() - t0);
+  bml__worker_leave(w);
+  return rc;
+}
+
+void bml_token_close(bml_token *t) {
+  if (!t) return;
+  bml_worker *w = t->w;
+  if (w) {
+    bml__worker_enter_waiting(w); /* another thread's call: wait it out */
+    bml__token_drop(t);
+    link_token(t, false);
+    bml__worker_leave(w);
+  }
+  free(t->p);
+  free(t->first);
+  free(t->act_off);
+  free(t->ran);
+  free(t->where);
+  free(t->times);
+  free(t->tried);
+  free(t);
+}

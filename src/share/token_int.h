@@ -1,0 +1,68 @@
+/* token_int.h -- a token's own state, shared by token.c (its groups run), token_load.c (its card copy made) and resident.c (let go). */
+#ifndef BML_TOKEN_INT_H
+#define BML_TOKEN_INT_H
+
+#include "card/card.h"
+#include "share/token.h"
+
+/* cl/q1_0.cl's q1_0_token: its words in host and device memory. */
+#define TOKEN_REQ 0u
+#define TOKEN_DONE 16u
+#define TOKEN_EXIT 32u
+#define TOKEN_COUNT 16u /* in dev */
+#define TOKEN_TABLE 64u
+#define TOKEN_GROUP_WORDS 8u
+#define TOKEN_ABORT 0xffffffffu
+/* A request: the ticket's low 20 bits above the group's 12 (cl/q1_0.cl's
+ * BML_TOKEN_WORD); tickets run 1 .. TOKEN_TICKET_MOST, groups below
+ * TOKEN_GROUPS_MOST. */
+#define TOKEN_WORD(ticket, group) (((ticket) << 12) | (uint32_t)(group))
+#define TOKEN_TICKET_MOST 0xffffeu
+#define TOKEN_GROUPS_MOST 4096u
+#define TOKEN_HEAD 256u /* bytes of the words above, in both */
+
+struct bml_token {
+  bml_worker *w; /* NULL once the worker closed before the token */
+  bml_product *p;
+  size_t count, ngroups;
+  size_t *first; /* ngroups + 1: each group's first product */
+  bool resident; /* its groups may run resident on the card */
+  bool loaded;   /* its matrices are on the card */
+  /* on the card */
+  bml__card *card;
+  const bml__build *build;
+  cl_mem bits, d0, dev, host;
+  uint32_t *h; /* host's mapping */
+  size_t card_bytes;
+  size_t out_at;     /* byte offset of the results in host */
+  size_t *act_off;   /* each group's activation: byte offset in host and dev */
+  size_t nwg;
+  uint32_t spins;
+  /* the launch on the card */
+  cl_event running; /* NULL: none */
+  uint32_t launch;  /* launches made (the one running, when one is) */
+  uint32_t *ran;    /* each group: the launch it last ran in (a launch runs a group once) */
+  uint32_t ticket;  /* the next group's ticket */
+  uint32_t ticket0; /* the running launch's first (one below it: the tickets wrapped, a new launch) */
+  /* where each group runs: learnt from its first runs (card or CPU) */
+  uint8_t *where;   /* WHERE_* */
+  float *times;     /* TRIALS card times, then TRIALS CPU times, per group (seconds) */
+  uint8_t *tried;   /* runs timed so far, per group */
+  bool check_only;  /* resident or nothing (bml__token_check_only) */
+  bml_token *link;  /* the worker's list of tokens */
+};
+
+/* ---- token_load.c ---------------------------------------------------------- */
+/* The token's matrices, records and buffers on the card.  Returns 0, or an
+ * error (then nothing is held and the token runs through batches). */
+int bml__token_load(bml_token *t);
+
+/* ---- resident.c ----------------------------------------------------------- */
+/* Stores value in word for the card to see: fenced on both sides. */
+void bml__token_post(uint32_t *word, uint32_t value);
+/* Frees t's buffers on the card (its kernel parked first). */
+void bml__token_free_card(bml_token *t);
+/* Frees them where it has any. */
+void bml__token_drop(bml_token *t);
+
+#endif

@@ -1,0 +1,126 @@
+/* token_load.c -- a token's matrices on the card: its groups repacked into buffers of its own, with their records. */
+#include "share/token_int.h"
+#include "base/log.h"
+#include "card/card.h"
+#include "card/kernels.h"
+#include "card/slab.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static size_t group_rows(const bml_token *t, size_t g) {
+  size_t rows = 0;
+  for (size_t i = t->first[g]; i < t->first[g + 1]; i++) rows += t->p[i].rows;
+  return rows;
+}
+
+/* Row-blocks group g's matrix takes on the card (rows x whole tiles). */
+static size_t group_rb(const bml_token *t, size_t g) {
+  return bml__card_matrix_bytes(group_rows(t, g), t->p[t->first[g]].n) / BML_ROW_BLOCK_BYTES;
+}
+
+/* ---- the card's copy ------------------------------------------------------- */
+
+/* Group g's matrix repacked into the token's buffers at row-block rb0. */
+static int upload_group(bml_token *t, size_t g, size_t rb0) {
+  const size_t n = t->p[t->first[g]].n, nb = n / BML_Q1_0_BLOCK, rows = group_rows(t, g), rb = group_rb(t, g);
+  bml__rows_part parts[16];
+  size_t np = 0;
+  for (size_t i = t->first[g]; i < t->first[g + 1]; i++) parts[np++] = (bml__rows_part){t->p[i].wts, t->p[i].rows};
+  uint32_t *bits = malloc(rb * 16);
+  float *d0 = malloc(rb * sizeof *d0);
+  int rc = bits && d0 ? 0 : BML_ENOMEM;
+  if (rc == 0) {
+    bml__card_repack(parts, 0, rows, nb, bits, d0);
+    rc = clEnqueueWriteBuffer(t->card->queue, t->bits, CL_TRUE, rb0 * 16, rb * 16, bits, 0, NULL, NULL);
+  }
+  if (rc == 0) rc = clEnqueueWriteBuffer(t->card->queue, t->d0, CL_TRUE, rb0 * sizeof *d0, rb * sizeof *d0, d0, 0, NULL, NULL);
+  free(bits);
+  free(d0);
+  return rc;
+}
+
+/* Group g's records, planned as one launch of at most nwg work-groups
+ * would be (kernels.c), numbered across the plan's launches: the resident
+ * kernel's work-group k takes the group's work-groups k, k + nwg, ...
+ * Writes them at desc, its table entry at entry; returns the records. */
+static size_t plan_group(bml_token *t, size_t g, size_t rb0, bml__desc *desc, uint32_t *entry) {
+  const size_t n = t->p[t->first[g]].n, rows = group_rows(t, g);
+  bml__card_chunk ch = {0, rows, 0, rb0, group_rb(t, g)};
+  bml__card_matrix m = {rows, n, 1, &ch, 0};
+  bml__batch_item item = {&m, BML_BATCHED_LR, t->act_off[g], t->out_at / sizeof(float)}; /* out_base: host's start */
+  bml__batch_rec rec;
+  bml__batch_run run;
+  const size_t groups_max = t->card->max_groups, run_bytes = t->card->run_bytes;
+  t->card->max_groups = t->nwg, t->card->run_bytes = SIZE_MAX;
+  bml__batch_plan(t->card, &item, 1, &rec, desc, &run);
+  t->card->max_groups = groups_max, t->card->run_bytes = run_bytes;
+  entry[1] = 1, entry[2] = desc[0].first_group + desc[0].wgs;
+  return 1;
+}
+
+/* The token's matrices, records and buffers on the card.  Returns 0, or an
+ * error (then nothing is held and the token runs through batches). */
+int bml__token_load(bml_token *t) {
+  bml__card *c = t->card;
+  /* dev: the words, the table, the activations (one each), the records
+   * (one a group); host: the words, the activations at the same offsets,
+   * the results of a group */
+  const size_t table = TOKEN_TABLE * 4;
+  size_t rb = 0, act = (table + t->ngroups * TOKEN_GROUP_WORDS * 4 + 63) / 64 * 64, rows_most = 0;
+  for (size_t g = 0; g < t->ngroups; g++) {
+    const size_t r = group_rows(t, g);
+    rb += group_rb(t, g);
+    t->act_off[g] = act;
+    act += bml__card_act_bytes(t->p[t->first[g]].n);
+    if (r > rows_most) rows_most = r;
+  }
+  const size_t records = (act + 63) / 64 * 64, dev_bytes = records + t->ngroups * sizeof(bml__desc);
+  t->out_at = (act + 63) / 64 * 64;
+  const size_t host_bytes = t->out_at + rows_most * sizeof(float);
+  const size_t bytes = rb * BML_ROW_BLOCK_BYTES + dev_bytes + host_bytes;
+  if (rb * 16 > c->max_alloc || dev_bytes > c->max_alloc || host_bytes > c->max_alloc ||
+      records / 4 + t->ngroups * sizeof(bml__desc) / 4 > UINT32_MAX || rb > UINT32_MAX ||
+      !bml__worker_token_fits(t->w, bytes))
+    return BML_ENOMEM;
+  cl_int rc = CL_SUCCESS;
+  uint32_t *words = calloc(1, dev_bytes);
+  if (!words) return BML_ENOMEM;
+  t->bits = clCreateBuffer(c->ctx, CL_MEM_READ_ONLY, rb * 16, NULL, &rc);
+  if (rc == CL_SUCCESS) t->d0 = clCreateBuffer(c->ctx, CL_MEM_READ_ONLY, rb * sizeof(float), NULL, &rc);
+  if (rc == CL_SUCCESS) t->dev = clCreateBuffer(c->ctx, CL_MEM_READ_WRITE, dev_bytes, NULL, &rc);
+  if (rc == CL_SUCCESS)
+    t->host = c->create_buffer_nv
+                  ? c->create_buffer_nv(c->ctx, CL_MEM_READ_WRITE, BML_MEM_LOCATION_HOST_NV | BML_MEM_PINNED_NV,
+                                        host_bytes, NULL, &rc)
+                  : clCreateBuffer(c->ctx, CL_MEM_READ_WRITE | CL_MEM_ALLOC_HOST_PTR, host_bytes, NULL, &rc);
+  if (rc == CL_SUCCESS)
+    t->h = clEnqueueMapBuffer(c->queue, t->host, CL_TRUE, CL_MAP_READ | CL_MAP_WRITE, 0, host_bytes, 0, NULL, NULL, &rc);
+  if (rc == CL_SUCCESS) {
+    t->card_bytes = bytes;
+    bml__worker_token_hold(t->w, (int64_t)bytes);
+    memset(t->h, 0, TOKEN_HEAD);
+  }
+  size_t rb0 = 0;
+  bml__desc *desc = (bml__desc *)((char *)words + records);
+  for (size_t g = 0; rc == CL_SUCCESS && g < t->ngroups; g++) {
+    uint32_t *entry = words + TOKEN_TABLE + g * TOKEN_GROUP_WORDS;
+    entry[0] = (uint32_t)((records + g * sizeof(bml__desc)) / 4);
+    entry[3] = (uint32_t)t->act_off[g];
+    entry[4] = (uint32_t)bml__card_act_bytes(t->p[t->first[g]].n);
+    plan_group(t, g, rb0, desc + g, entry);
+    rc = upload_group(t, g, rb0);
+    rb0 += group_rb(t, g);
+  }
+  if (rc == CL_SUCCESS)
+    rc = clEnqueueWriteBuffer(c->queue, t->dev, CL_TRUE, 0, dev_bytes, words, 0, NULL, NULL);
+  free(words);
+  if (rc != CL_SUCCESS) {
+    bml__debug(BML_CAT_WORKER, "a token of %zu groups cannot be put on the card: %s (%d); it runs as batches",
+               t->ngroups, bml_err_name(rc), rc);
+    bml__token_free_card(t);
+    return rc;
+  }
+  t->loaded = true;
+  return 0;
+}

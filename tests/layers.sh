@@ -1,0 +1,109 @@
+#!/bin/sh
+# layers.sh -- the layers of src/, checked: a file includes headers of its own layer or lower ones only,
+# no two components of src/ include each other (a component: a .c file and its .h, or a header alone;
+# x_int.h, the private header of x's files, is x's),
+# and, once built, no object of the library or the command calls a higher layer's function nor takes
+# part in a circle of calls.  The layers, lowest first: base, cpu, devices, card, share, cli (each
+# folder's README.md says what it owns).  TAP on standard output; usage: layers.sh [SRCDIR [BUILDDIR]]
+# (make check gives neither: BANKML_TOP_SRCDIR and BANKML_TOP_BUILDDIR).
+top_srcdir=${1:-${BANKML_TOP_SRCDIR:?run by make check, or give the source directory}}
+top_builddir=${2:-${BANKML_TOP_BUILDDIR:-$top_srcdir}}
+LAYERS="base cpu devices card share cli"
+tmp=${TMPDIR:-/tmp}/bankml-cl-layers.$$
+trap 'rm -f "$tmp".*' EXIT
+echo 1..4
+
+rank() {
+  r=0
+  for l in $LAYERS; do
+    r=$((r + 1))
+    [ "$l" = "$1" ] && echo $r && return
+  done
+  echo 0
+}
+
+# Every include of src/<layer>/*.[ch]: "<from component> <to component> <from layer> <to layer>"; a
+# name without a folder is the including file's own (the command's "bench.h"); the public header and
+# the generated kernel bytes are no component.
+: >"$tmp.inc"
+for layer in $LAYERS; do
+  for f in "$top_srcdir"/src/$layer/*.[ch]; do
+    [ -f "$f" ] || continue
+    base=${f##*/}
+    from=$layer/${base%.*}
+    from=${from%_int}
+    sed -n 's/^[ \t]*#[ \t]*include[ \t]*"\([^"]*\)".*/\1/p' "$f" | while read -r inc; do
+      case $inc in
+      bankml-cl.h | *.inc | config.h) continue ;;
+      */*) to=$inc ;;
+      *) to=$layer/$inc ;;
+      esac
+      to=${to%.*}
+      to=${to%_int}
+      [ "$to" = "$from" ] || echo "$from $to $layer ${to%%/*}"
+    done >>"$tmp.inc"
+  done
+done
+
+# 1: no include reaches up
+: >"$tmp.up"
+while read -r from to fl tl; do
+  [ "$(rank "$tl")" -gt "$(rank "$fl")" ] && echo "$from includes $to" >>"$tmp.up"
+  [ "$(rank "$tl")" -eq 0 ] && echo "$from includes $to, in no layer" >>"$tmp.up"
+done <"$tmp.inc"
+if [ -s "$tmp.up" ]; then
+  sed 's/^/# upward: /' "$tmp.up"
+  echo "not ok 1 - no file includes a higher layer's header"
+else
+  echo "ok 1 - no file includes a higher layer's header ($(wc -l <"$tmp.inc") includes)"
+fi
+
+# 2: no circle of includes (tsort names one)
+if cut -d' ' -f1,2 "$tmp.inc" | tsort >/dev/null 2>"$tmp.loop"; then
+  echo "ok 2 - no circle of includes"
+else
+  sed 's/^/# /' "$tmp.loop"
+  echo "not ok 2 - no circle of includes"
+fi
+
+# The calls between objects, once built (libtool's objects in .libs, the command's beside its sources):
+# "<from component> <to component>" for each function or variable one defines and another uses.
+: >"$tmp.sym"
+for layer in $LAYERS; do
+  for o in "$top_builddir"/src/$layer/.libs/libbmlcore_la-*.o "$top_builddir"/src/$layer/bankml_cl-*.o; do
+    [ -f "$o" ] || continue
+    name=${o##*/}
+    name=${name#libbmlcore_la-}
+    name=${name#bankml_cl-}
+    comp=$layer/${name%.o}
+    nm "$o" 2>/dev/null | awk -v c="$comp" '$1 == "U" { print c, "U", $2 } $2 ~ /^[TDBRC]$/ { print c, "D", $3 }'
+  done
+done >"$tmp.sym"
+awk '$2 == "D" && !($3 in def) { def[$3] = $1 } $2 == "U" { use[NR] = $1 " " $3 }
+     END { for (i in use) { split(use[i], u, " "); if ((u[2] in def) && def[u[2]] != u[1]) print u[1], def[u[2]], u[2] } }' \
+  "$tmp.sym" | sort -u >"$tmp.call"
+if [ ! -s "$tmp.sym" ]; then
+  echo "ok 3 # SKIP no objects built in $top_builddir/src"
+  echo "ok 4 # SKIP no objects built in $top_builddir/src"
+  exit 0
+fi
+
+# 3: no call reaches up
+: >"$tmp.up"
+while read -r from to sym; do
+  [ "$(rank "${to%%/*}")" -gt "$(rank "${from%%/*}")" ] && echo "$from calls $to ($sym)" >>"$tmp.up"
+done <"$tmp.call"
+if [ -s "$tmp.up" ]; then
+  sed 's/^/# upward: /' "$tmp.up"
+  echo "not ok 3 - no object calls a higher layer"
+else
+  echo "ok 3 - no object calls a higher layer ($(cut -d' ' -f1,2 "$tmp.call" | sort -u | wc -l) arrows)"
+fi
+
+# 4: no circle of calls
+if cut -d' ' -f1,2 "$tmp.call" | sort -u | tsort >/dev/null 2>"$tmp.loop"; then
+  echo "ok 4 - no circle of calls"
+else
+  sed 's/^/# /' "$tmp.loop"
+  echo "not ok 4 - no circle of calls"
+fi

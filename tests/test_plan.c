@@ -1,0 +1,77 @@
+/* test_plan.c -- the worker's pure decisions (share/plan.c), values in and a plan out: no card, no clock, no threads. */
+#include <criterion/criterion.h>
+
+#include "share/limiter.h"
+#include "share/plan.h"
+
+Test(plan, a_products_card_rows_are_its_share_rounded_and_at_most_its_rows) {
+  cr_expect_eq(bml__plan_card_rows(0.0, 10), 0);
+  cr_expect_eq(bml__plan_card_rows(0.5, 3), 2); /* 1.5 rounds up */
+  cr_expect_eq(bml__plan_card_rows(0.25, 10), 3);
+  cr_expect_eq(bml__plan_card_rows(1.0, 10), 10);
+  cr_expect_eq(bml__plan_card_rows(1.2, 10), 10);
+}
+
+Test(plan, a_group_is_neighbours_with_one_activation_and_n_at_most_sixteen) {
+  static bml_block_q8_0 a[2];
+  bml_product p[20];
+  for (size_t i = 0; i < 20; i++) p[i] = (bml_product){"m", NULL, 128, 128, &a[0], NULL};
+  cr_expect_eq(bml__plan_group_end(p, 20, 0), BML_PLAN_GROUP_MOST);
+  cr_expect_eq(bml__plan_group_end(p, 20, 16), 20);
+  cr_expect_eq(bml__plan_group_end(p, 20, 19), 20);
+  p[3].n = 256; /* another n: another group */
+  cr_expect_eq(bml__plan_group_end(p, 20, 0), 3);
+  cr_expect_eq(bml__plan_group_end(p, 20, 3), 4);
+  p[6].act = &a[1]; /* another activation: another group */
+  cr_expect_eq(bml__plan_group_end(p, 20, 4), 6);
+}
+
+static bool move(bml__moves *h, size_t held, size_t want) {
+  const bml_product p = {"m", NULL, 1000, 128, NULL, NULL};
+  return bml__plan_move(h, &p, &held, &want, 1);
+}
+
+Test(plan, a_held_matrix_keeps_a_close_split_and_moves_at_once_for_a_far_one) {
+  bml__moves h = {0};
+  cr_expect(!move(&h, 500, 500));
+  cr_expect(!move(&h, 500, 540), "a split within BML_HELD_LOSS keeps the rows held");
+  cr_expect_eq(h.strikes, 0);
+  cr_expect_eq(h.since_move, 2);
+  cr_expect(bml__split_loss(1000, 500, 980) > BML_HELD_FAR);
+  cr_expect(move(&h, 500, 980), "a split beyond BML_HELD_FAR moves at once");
+  cr_expect_eq(h.strikes, 0);
+}
+
+Test(plan, a_split_not_close_moves_the_matrix_at_the_third_product_in_a_row) {
+  bml__moves h = {0};
+  const double loss = bml__split_loss(1000, 500, 400);
+  cr_assert(loss > BML_HELD_LOSS && loss <= BML_HELD_FAR, "%f", loss);
+  cr_expect(!move(&h, 500, 400));
+  cr_expect(!move(&h, 500, 400));
+  cr_expect_eq(h.strikes, 2);
+  cr_expect(!move(&h, 500, 500), "a close one between ends the strikes");
+  cr_expect_eq(h.strikes, 0);
+  cr_expect(!move(&h, 500, 400));
+  cr_expect(!move(&h, 500, 400));
+  cr_expect(move(&h, 500, 400), "the third in a row moves it");
+  cr_expect_eq(h.strikes, 0);
+}
+
+Test(plan, a_move_back_waits_longer_after_each_move) {
+  /* two moves so far, the last one up: a move down waits 4 << 1 products */
+  bml__moves h = {.moves = 2, .last_dir = 1};
+  for (int i = 1; i < 8; i++) cr_expect(!move(&h, 500, 100), "product %d after the move", i);
+  cr_expect(move(&h, 500, 100), "the eighth product after the move moves it back");
+  /* the same way as the last move: at once */
+  bml__moves up = {.moves = 2, .last_dir = 1};
+  cr_expect(move(&up, 500, 980));
+}
+
+Test(plan, the_queues_and_the_calibrated_share) {
+  cr_expect_eq(bml__worker_queues(0, true, false), 4);
+  cr_expect_eq(bml__worker_queues(0, false, false), 1);
+  cr_expect_eq(bml__worker_queues(3, false, false), 3);
+  cr_expect_eq(bml__worker_queues(8, true, true), 1, "a software device runs on one queue");
+  cr_expect_eq(bml__calibrated_share(1.0, 3.0), 0.75);
+  cr_expect_eq(bml__calibrated_share(1.0, 1.0), 0.5);
+}
