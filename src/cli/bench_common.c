@@ -80,13 +80,19 @@ void bench_summarize(double *ms, long n, struct bench_row *row) {
   row->gbps = row->median_ms > 0 ? (double)bytes / (row->median_ms * 1e6) : 0;
 }
 
+/* Whether the test suite's variable `name` is "1", read once into *latch
+ * (-1 before). */
+static bool test_flag(const char *name, int *latch) {
+  if (*latch < 0) {
+    const char *v = getenv(name);
+    *latch = v && strcmp(v, "1") == 0;
+  }
+  return *latch;
+}
+
 bool bench_test_quick(void) {
   static int quick = -1;
-  if (quick < 0) {
-    const char *v = getenv("BANKML_TEST_QUICK_BENCH");
-    quick = v && strcmp(v, "1") == 0;
-  }
-  return quick;
+  return test_flag("BANKML_TEST_QUICK_BENCH", &quick);
 }
 
 /* BANKML_TEST_SPOIL_BENCH=1 is the test suite's own (tests/test_bench.c): it
@@ -94,11 +100,7 @@ bool bench_test_quick(void) {
  * build can make it do. */
 bool bench_exact(float *got, const float *want, size_t rows) {
   static int spoil = -1;
-  if (spoil < 0) {
-    const char *v = getenv("BANKML_TEST_SPOIL_BENCH");
-    spoil = v && strcmp(v, "1") == 0;
-  }
-  if (spoil && rows > 0) {
+  if (test_flag("BANKML_TEST_SPOIL_BENCH", &spoil) && rows > 0) {
     uint32_t u;
     memcpy(&u, &got[0], sizeof u);
     u ^= 1u;
