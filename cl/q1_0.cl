@@ -30,22 +30,25 @@
  *                            fma(d0, ab, acc) is made exact from plain operations (below);
  *                            the inner one becomes d1*s + ab, which is the same thing since
  *                            d1*s is exact (an 11-bit half times |s| <= 512)
- *   -DBML_TEST_UNFUSED_OUTER=1  test only: the outer fma as a multiply and an add, which the
- *                            oracle must refuse
- *   -DBML_PRMT=1 -DBML_RING=1 -DBML_D0HALF=1  NVIDIA's own compiler (chosen at open): the table
- *                            kernels' lookups by PTX's byte permute, their weights in a ring, the
- *                            staged scales of two-lane work-items as half2 (below); the same bits
- *   -DBML_TMA_SRC=1          with those, on compute capability 9.0 and later (chosen at open): the
- *                            table's activation values copied into local memory by the TMA (below)
- *   -DBML_SYSFENCE_PTX=1     with those: q1_0_token's fences of the system's scope by PTX (below)
- *   -DBML_LWORD_C=1          test only: the byte-permute lookups written in C, on any device
- *   -DBML_TMA_C=1            test only: the TMA's copies of -DBML_TMA_SRC=1 made by work-item 0
- *                            in C, into the same slots at the same steps, on any device
- *   -DBML_TEST_DOUBLE_ROUNDED_FMA=1  test only (needs cl_khr_fp64): the device's fma as a
- *                            double fma rounded to float, which rounds twice; the probe must
- *                            find it and the kernels then use the emulation
- *   -DBML_TEST_SKIP_LRB=1    test only: q1_0_mat_vec_lrb returns without writing, which the
- *                            oracle must refuse (its results are not the other kernels')
+ *   -DBML_WG, -DBML_LROWS, -DBML_LRROWS, -DBML_LRRPT, -DBML_LRLPT, -DBML_LAHEAD, -DBML_LHALVES
+ *                            the kernels' shapes (the tuning's, src/card/tune.c)
+ *   -DBML_RING=1 -DBML_D0HALF=1  the table kernels' weights in a ring, the staged scales of
+ *                            two-lane work-items as half2 (below): measured faster on NVIDIA's
+ *                            compiler only, which gets them; the same bits
+ *
+ * Hooks: a file that comes before this one in the program (cl/nvidia.cl for
+ * NVIDIA's compiler, src/card/program.c) may define them; each has a plain
+ * OpenCL C default here, with the same bits:
+ *   BML_FMA(a, b, c)         the device's fma (default fma)
+ *   BML_BYTE_PERMUTE         with bml_byte_into(y, h, m), byte m of y into the low byte of h:
+ *                            the table kernels' full tiles looked up a word at a time (BML_LWORD)
+ *   BML_BULK_COPY            with bml_bulk_init, bml_bulk_start, bml_bulk_copy and bml_bulk_wait:
+ *                            the table's sources copied into local memory by a copy engine
+ *                            (bml_src_issue)
+ *   BML_SYS_FENCE(), BML_SPIN_START(limit), BML_SPIN_OVER(n, limit)
+ *                            q1_0_token's fence of the system's scope and its waits' limit
+ *                            (default: the global fence, and `limit` reads)
+ *   BML_OUTER(d0, ab, acc)   the outer step (default BML_FMA; not with -DBML_EMULATE_FMA=1)
  */
 
 /* The table kernels' helpers take their shapes (rows, slices, lanes) as
@@ -98,25 +101,19 @@ static inline float bml_exact_fma(float d0, float ab, float acc) {
 }
 
 /* The device's fma, as the kernels and the probe's native column use it. */
-#if defined(BML_TEST_DOUBLE_ROUNDED_FMA)
-#pragma OPENCL EXTENSION cl_khr_fp64 : enable
-static inline float bml_native_fma(float a, float b, float c) { return (float)fma((double)a, (double)b, (double)c); }
-#else
-#define bml_native_fma fma
+#ifndef BML_FMA
+#define BML_FMA fma
 #endif
 
 #if defined(BML_EMULATE_FMA)
+#undef BML_OUTER
 #define BML_INNER(d1, s, ab) ((d1) * (s) + (ab))
 #define BML_OUTER(d0, ab, acc) bml_exact_fma((d0), (ab), (acc))
-#elif defined(BML_TEST_UNFUSED_OUTER)
-#define BML_INNER(d1, s, ab) fma((d1), (s), (ab))
-#define BML_OUTER(d0, ab, acc) ((d0) * (ab) + (acc))
-#elif defined(BML_TEST_DOUBLE_ROUNDED_FMA)
-#define BML_INNER(d1, s, ab) bml_native_fma((d1), (s), (ab))
-#define BML_OUTER(d0, ab, acc) bml_native_fma((d0), (ab), (acc))
 #else
-#define BML_INNER(d1, s, ab) fma((d1), (s), (ab))
-#define BML_OUTER(d0, ab, acc) fma((d0), (ab), (acc))
+#define BML_INNER(d1, s, ab) BML_FMA((d1), (s), (ab))
+#ifndef BML_OUTER
+#define BML_OUTER(d0, ab, acc) BML_FMA((d0), (ab), (acc))
+#endif
 #endif
 
 /* The activation at act_off of act_base, as the host lays it out
@@ -297,6 +294,33 @@ void q1_0_mat_vec8(__global const uint4 *restrict bits, __global const float *re
  * words in 16 distinct banks (a SIMD group's lookups). */
 #define bml_swz(pair) (((pair) >> 1) & 3u)
 
+/* A product as the table kernels read it: its rows of nb blocks from
+ * bits_off of bits and d0_off of d0 (uint4s and floats), its activation
+ * (quants q, scales d1) and its results at out. */
+typedef struct {
+  __global const uint4 *bits;
+  __global const float *d0;
+  __global const char4 *q;
+  __global const float *d1;
+  __global float *out;
+  uint bits_off, d0_off, rows, nb;
+} bml_prod;
+
+/* A table kernel's local memory: tab, BML_LHALVES tables of BML_LTAB
+ * floats; dtab, the staged scales d0 (2 * 8 floats a row of a group); jtab,
+ * the lanes' sums of a group (8 a row); ssh, BML_SSH_WORDS (BML_BULK_COPY's). */
+typedef struct {
+  __local float *tab, *dtab, *jtab;
+  __local ulong *ssh;
+} bml_lmem;
+
+/* A work-item's place in a table kernel's work-group: lanes l0 + u (u <
+ * lpt) of rows rr + i * lr (i < rpt) of a group of gr = lr * rpt rows; all
+ * but l0 and rr are constants where the helpers are inlined. */
+typedef struct {
+  uint lr, rpt, lpt, gr, l0, rr;
+} bml_place;
+
 /* The activation values a unit of the table is built from. */
 typedef struct {
   uint q; /* the lane's four quants, one a byte */
@@ -307,97 +331,47 @@ typedef struct {
  * lane l: pair % 32 = 8k + l), patterns (u / 256) * unit onwards; a
  * work-group of wg work-items builds the 4096 entries in units of
  * unit = min(16, 4096 / wg). */
-static inline void bml_lsrc_load(bml_lsrc *x, uint u, uint tile, uint nb, __global const char4 *q,
-                          __global const float *d1) {
+static inline void bml_lsrc_load(bml_lsrc *x, const bml_prod *p, uint u, uint tile) {
   const uint pair = u % 256u, b = tile * 8u + pair / 32u, sk = b * 4u + (pair % 32u) / 8u;
-  if (b < nb) {
-    x->q = as_uint(q[8u * sk + pair % 8u]);
-    x->d = d1[sk];
+  if (b < p->nb) {
+    x->q = as_uint(p->q[8u * sk + pair % 8u]);
+    x->d = p->d1[sk];
   }
 }
 
-#ifndef BML_TMA_SRC
-#define BML_TMA_SRC 0
-#endif
-#if defined(BML_TMA_C) && BML_TMA_C
-#undef BML_TMA_SRC
-#define BML_TMA_SRC 1
-#endif
-#if BML_TMA_SRC
-/* -DBML_TMA_SRC=1 (NVIDIA's build, compute capability 9.0 on): a step's table sources (its tile's
- * quants and scales d1, 1152 bytes for a full tile) come into local memory by the TMA's bulk copy
- * (PTX's cp.async.bulk, whose completion an mbarrier counts in bytes), not by each work-item's
- * loads.  Those loads had waited behind the weights' loads: the counters in doc/PERFORMANCE.md
- * ("NVIDIA's build", BML_TMA_SRC).  ssh: two mbarriers, then two slots of quants (1024 bytes each),
- * then two of scales (128 each); step k's sources are in slot k % 2.  Work-item 0 issues step
- * k's copies after step k - 3's barrier (slot k % 2 held step k - 2's sources, which step k - 3's
- * build read before it), and the work-group waits for them (phase (k / 2) % 2 of the slot's
- * mbarrier) in step k - 1, just before the build that reads them.  A partial last tile copies its
- * kb blocks only (kb * 144 bytes).  Local pointers are 32-bit offsets in the shared window on
- * this driver, as the PTX instructions take them. */
+#if defined(BML_BULK_COPY)
+/* BML_BULK_COPY (cl/nvidia.cl on compute capability 9.0 on: the TMA): a step's table sources (its
+ * tile's quants and scales d1, 1152 bytes for a full tile) come into local memory by a copy engine,
+ * not by each work-item's loads.  Those loads had waited behind the weights' loads: the counters
+ * in doc/PERFORMANCE.md ("NVIDIA's build").  ssh: two barriers of the copies (bml_bulk_init's),
+ * then two slots of quants (1024 bytes each), then two of scales (128 each); step k's sources are
+ * in slot k % 2.  Work-item 0 issues step k's copies after step k - 3's barrier (slot k % 2 held
+ * step k - 2's sources, which step k - 3's build read before it), and the work-group waits for them
+ * (phase (k / 2) % 2 of the slot's barrier) in step k - 1, just before the build that reads them.
+ * A partial last tile copies its kb blocks only (kb * 144 bytes). */
+#define BML_SRC_STAGED 1
 #define BML_SSH_WORDS (2 + (2 * 1024 + 2 * 128) / 8)
-/* Slot sl's quants (256 words) and scales d1 (32 floats), after the two mbarriers. */
+/* Slot sl's quants (256 words) and scales d1 (32 floats), after the two barriers. */
 static inline __local uint *bml_src_q(__local ulong *ssh, uint sl) { return (__local uint *)(ssh + 2) + sl * 256u; }
 static inline __local float *bml_src_d(__local ulong *ssh, uint sl) {
   return (__local float *)(ssh + 2) + 512u + sl * 32u;
 }
-#if defined(BML_TMA_C) && BML_TMA_C
-/* -DBML_TMA_C=1 (test only): work-item 0 copies a step's sources itself, at the step the TMA's
- * copies are issued, into the same slots; the barriers that order the TMA's issues after the
- * slot's last reads order these writes before the slot's next reads (the first two steps' copies
- * have a barrier of their own, BML_SRC_FIRST), so on any device the tests check the slots, their
- * offsets and a partial last tile's copies as the TMA's build uses them. */
-static inline void bml_src_init(__local ulong *ssh) { (void)ssh; }
-static inline void bml_src_issue(__local ulong *ssh, uint k, uint nt, uint nb, __global const char4 *q,
-                                 __global const float *d1) {
-  const uint t = k % nt, kb = min(8u, nb - t * 8u), sl = k & 1u;
-  __local uint *qs = bml_src_q(ssh, sl);
-  __local float *ds = bml_src_d(ssh, sl);
-  for (uint i = 0; i < kb * 32u; i++) qs[i] = as_uint(q[t * 256u + i]);
-  for (uint i = 0; i < kb * 4u; i++) ds[i] = d1[t * 32u + i];
+/* Step k's sources (tile k % nt) into slot k % 2. */
+static inline void bml_src_issue(__local ulong *ssh, const bml_prod *p, uint k, uint nt) {
+  const uint t = k % nt, kb = min(8u, p->nb - t * 8u), sl = k & 1u;
+  bml_bulk_start(ssh + sl, kb * 144u);
+  bml_bulk_copy(bml_src_q(ssh, sl), p->q + t * 256u, kb * 128u, ssh + sl);
+  bml_bulk_copy(bml_src_d(ssh, sl), p->d1 + t * 32u, kb * 16u, ssh + sl);
 }
-#define BML_SRC_WAIT(k) (void)0
-#define BML_SRC_FIRST() barrier(CLK_LOCAL_MEM_FENCE)
-#else
-#define BML_SH(p) ((uint)(size_t)(p))
-static inline void bml_tm_wait(uint bar, uint parity) {
-  uint ok = 0;
-  while (!ok)
-    asm volatile("{\n\t.reg .pred p;\n\tmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n\tselp.u32 %0, 1, 0, p;\n\t}"
-                 : "=r"(ok)
-                 : "r"(bar), "r"(parity)
-                 : "memory");
-}
-static inline void bml_tm_copy(uint dst, __global const void *src, uint bytes, uint bar) {
-  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(dst),
-               "l"((ulong)(size_t)src), "r"(bytes), "r"(bar)
-               : "memory");
-}
-static inline void bml_src_init(__local ulong *ssh) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(BML_SH(ssh)) : "memory");
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(BML_SH(ssh + 1)) : "memory");
-  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-}
-/* Step k's sources (tile k % nt) into slot k % 2: the fence orders the work-group's reads of the
- * slot (behind the barrier just passed) before the TMA's writes. */
-static inline void bml_src_issue(__local ulong *ssh, uint k, uint nt, uint nb, __global const char4 *q,
-                                 __global const float *d1) {
-  const uint t = k % nt, kb = min(8u, nb - t * 8u), sl = k & 1u, bar = BML_SH(ssh + sl);
-  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(kb * 144u) : "memory");
-  bml_tm_copy(BML_SH(bml_src_q(ssh, sl)), q + t * 256u, kb * 128u, bar);
-  bml_tm_copy(BML_SH(bml_src_d(ssh, sl)), d1 + t * 32u, kb * 16u, bar);
-}
-#define BML_SRC_WAIT(k) bml_tm_wait(BML_SH(ssh + ((k) & 1u)), ((k) >> 1) & 1u)
-#define BML_SRC_FIRST() (void)0
-#endif /* BML_TMA_C */
-/* Step k's sources from slot k % 2 (the layout of either kind of copy). */
+#define BML_SRC_WAIT(k) bml_bulk_wait(ssh + ((k) & 1u), ((k) >> 1) & 1u)
+/* Step k's sources from slot k % 2. */
 static inline void bml_src_take(bml_lsrc *x, __local ulong *ssh, uint u, uint k) {
   const uint sl = k & 1u, pair = u % 256u;
   x->q = bml_src_q(ssh, sl)[pair];
   x->d = bml_src_d(ssh, sl)[pair / 8u];
 }
 #else
+#define BML_SRC_STAGED 0
 #define BML_SSH_WORDS 1 /* (unused) */
 #endif
 
@@ -479,20 +453,11 @@ static inline void bml_lbuild(__local float *tab, uint u, const bml_lsrc *x, con
  * 4 * pattern ^ the low byte of c, one to a byte (y02: sub-blocks 0 and 2;
  * y13: 1 and 3, each for ja, then ja + 1); a lookup then takes its byte
  * into the low byte of the rest of c (h0..h3, whose low bytes are 0) with
- * one byte permute: -DBML_PRMT=1, PTX's prmt (NVIDIA's compiler).
- * -DBML_LWORD_C=1 writes the permute in C (a shift and a logic operation,
- * no faster than BML_LBLOCK): the tests check the formulation's bits with
- * it on any device.  Without either, full tiles take BML_LBLOCK too. */
-#if defined(BML_PRMT) && BML_PRMT
+ * one byte permute, where the device has one (the hook BML_BYTE_PERMUTE:
+ * PTX's prmt in cl/nvidia.cl).  Without it, full tiles take BML_LBLOCK:
+ * the permute written in C is no faster. */
+#if defined(BML_BYTE_PERMUTE)
 #define BML_USE_LWORD 1
-static inline uint bml_byte_into(uint y, uint h, uint m) {
-  uint r;
-  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(y), "r"(h), "r"(0x7650u | m));
-  return r;
-}
-#elif defined(BML_LWORD_C) && BML_LWORD_C
-#define BML_USE_LWORD 1
-static inline uint bml_byte_into(uint y, uint h, uint m) { return h | ((y >> (8u * m)) & 0xFFu); }
 #else
 #define BML_USE_LWORD 0
 #endif
@@ -563,14 +528,14 @@ static inline uint bml_lc(uint par, uint k, uint l0) {
  * (of gr a work-group) in half h of dtab: the one layout its store and
  * its reads share. */
 #define BML_D0_HALF2(lpt) (BML_D0HALF && (lpt) == 2u)
-static inline uint bml_d0_word(const uint h, const uint m, const uint i, const uint lr, const uint rr, const uint gr) {
-  return h * 4u * gr + m * gr + i * lr + rr;
+static inline uint bml_d0_word(const bml_place *pl, const uint h, const uint m, const uint i) {
+  return h * 4u * pl->gr + m * pl->gr + i * pl->lr + pl->rr;
 }
 /* The float of block j's scale of that row in half h, where the scales
  * are staged as floats: [half][block][row], so block j + 1's is gr floats
  * on (the reads step by it). */
-static inline uint bml_d0_float(const uint h, const uint j, const uint i, const uint lr, const uint rr, const uint gr) {
-  return h * 8u * gr + j * gr + i * lr + rr;
+static inline uint bml_d0_float(const bml_place *pl, const uint h, const uint j, const uint i) {
+  return h * 8u * pl->gr + j * pl->gr + i * pl->lr + pl->rr;
 }
 
 /* The tile after tile t of a row of nt tiles (a work-group's stream goes
@@ -584,22 +549,22 @@ static inline uint bml_next_tile(const uint t, const uint nt) { return t + 1u ==
  * scale d0 where it is used; one of two lanes reads a row's eight once for
  * both.  full (a constant where this is inlined): the tile is full and
  * every row live, and the rows' lookups are one run of code. */
-static BML_INLINE void bml_lookups_rows(__local const float *tab, __local const float *dtab, const uint4 *w,
-                                        float *acc, const bool *live, const uint hf, const uint kb, const uint l0,
-                                        const uint rr, const uint lr, const uint gr, const uint rpt, const uint lpt,
-                                        const bool full) {
+static BML_INLINE void bml_lookups_rows(const bml_lmem *lm, const bml_place *pl, const uint4 *w, float *acc,
+                                        const bool *live, const uint hf, const uint kb, const bool full) {
+  __local const float *tab = lm->tab, *dtab = lm->dtab;
+  const uint l0 = pl->l0, gr = pl->gr, rpt = pl->rpt, lpt = pl->lpt;
   const uint par = hf * (BML_LHALVES - 1u); /* the table's half */
   const uint c0 = bml_lc(par, 0, l0), c1 = bml_lc(par, 1, l0), c2 = bml_lc(par, 2, l0), c3 = bml_lc(par, 3, l0);
   BML_LBYTES(c0, c1, c2, c3);
 #pragma unroll
   for (uint i = 0; i < rpt; i++) {
     if (!full && !live[i]) continue;
-    __local const float *dt = dtab + bml_d0_float(hf, 0u, i, lr, rr, gr);
+    __local const float *dt = dtab + bml_d0_float(pl, hf, 0u, i);
     float dz[8];
     if (BML_D0_HALF2(lpt)) {
 #pragma unroll
       for (uint m = 0; m < 4u; m++) {
-        const float2 v = vload_half2(bml_d0_word(hf, m, i, lr, rr, gr), (__local const half *)dtab);
+        const float2 v = vload_half2(bml_d0_word(pl, hf, m, i), (__local const half *)dtab);
         dz[2u * m] = v.x, dz[2u * m + 1u] = v.y;
       }
     } else if (lpt > 1u) {
@@ -631,9 +596,8 @@ static BML_INLINE void bml_lookups_rows(__local const float *tab, __local const 
   }
 }
 
-static BML_INLINE void bml_lookups(__local const float *tab, __local const float *dtab, const uint4 *w, float *acc,
-                        const bool *live, const uint hf, const uint kb, const uint l0, const uint rr,
-                        const uint lr, const uint gr, const uint rpt, const uint lpt) {
+static BML_INLINE void bml_lookups(const bml_lmem *lm, const bml_place *pl, const uint4 *w, float *acc,
+                                   const bool *live, const uint hf, const uint kb) {
 #if defined(BML_EMULATE_FMA) || !BML_RING
   /* The single run is NVIDIA's build's (beside its ring of weights), where
    * it was measured: on PoCL it made 12288x4096 15 % slower.  Nor is it in
@@ -646,9 +610,9 @@ static BML_INLINE void bml_lookups(__local const float *tab, __local const float
   bool all = kb == 8u;
 #endif
 #pragma unroll
-  for (uint i = 0; i < rpt; i++) all = all && live[i];
-  if (all) bml_lookups_rows(tab, dtab, w, acc, live, hf, 8u, l0, rr, lr, gr, rpt, lpt, true);
-  else bml_lookups_rows(tab, dtab, w, acc, live, hf, kb, l0, rr, lr, gr, rpt, lpt, false);
+  for (uint i = 0; i < pl->rpt; i++) all = all && live[i];
+  if (all) bml_lookups_rows(lm, pl, w, acc, live, hf, 8u, true);
+  else bml_lookups_rows(lm, pl, w, acc, live, hf, kb, false);
 }
 
 /* The scales d0 of the work-item's rows and lanes in a step (d: their
@@ -659,15 +623,15 @@ static BML_INLINE void bml_lookups(__local const float *tab, __local const float
  * four local reads, not eight.  A scale is a half converted exactly (the
  * host's table), so it goes to a half and back unchanged (a NaN stays a
  * NaN). */
-static BML_INLINE void bml_stage_d0(__local float *dtab, const uint hn, const float *d, const uint l0, const uint rr,
-                                    const uint lr, const uint gr, const uint rpt, const uint lpt) {
+static BML_INLINE void bml_stage_d0(__local float *dtab, const bml_place *pl, const uint hn, const float *d) {
+  const uint lpt = pl->lpt;
 #pragma unroll
-  for (uint i = 0; i < rpt; i++) {
+  for (uint i = 0; i < pl->rpt; i++) {
     if (BML_D0_HALF2(lpt)) {
-      vstore_half2((float2)(d[2u * i], d[2u * i + 1u]), bml_d0_word(hn, l0 / 2u, i, lr, rr, gr), (__local half *)dtab);
+      vstore_half2((float2)(d[2u * i], d[2u * i + 1u]), bml_d0_word(pl, hn, pl->l0 / 2u, i), (__local half *)dtab);
     } else {
 #pragma unroll
-      for (uint u = 0; u < lpt; u++) dtab[bml_d0_float(hn, l0 + u, i, lr, rr, gr)] = d[i * lpt + u];
+      for (uint u = 0; u < lpt; u++) dtab[bml_d0_float(pl, hn, pl->l0 + u, i)] = d[i * lpt + u];
     }
   }
 }
@@ -676,34 +640,33 @@ static BML_INLINE void bml_stage_d0(__local float *dtab, const uint hn, const fl
  * each (one a tile), as one stream.  Where its refills stand: the next
  * refill is of tile t of the group whose first row is row, and ab and ad
  * are the indices in the buffers of its lane l0 and row (of this
- * work-item) in that tile. */
+ * work-item) in that tile; a group's first tile is base_b and base_d on
+ * from its first row, and the next group jump rows on. */
 typedef struct {
   uint t, row, ab, ad;
+  uint nt, jump, base_b, base_d;
 } bml_fill;
 
 /* The weights and scales d0 of the work-item's rows (row rr of slice i of
  * the group) in the next refill's tile into a slot of the queue (w, d),
  * where go (there is a step to refill); f moves on a tile, or to the first
- * tile of the next group (jump rows on; base_b and base_d: the indices of
- * lane l0 and row rr of a group's first tile, less the group's first row).
- * A row past the product's is not read. */
-static BML_INLINE void bml_refill(__global const uint4 *bits, __global const float *d0, uint4 *w, float *d,
-                       bml_fill *f, const bool go, const uint nt, const uint jump, const uint base_b,
-                       const uint base_d, const uint rows, const uint rr, const uint lr, const uint rpt,
-                       const uint lpt) {
+ * tile of the next group.  A row past the product's is not read. */
+static BML_INLINE void bml_refill(const bml_prod *p, const bml_place *pl, bml_fill *f, uint4 *w, float *d,
+                                  const bool go) {
   if (!go) return;
+  const uint rows = p->rows, lr = pl->lr, lpt = pl->lpt;
 #pragma unroll
-  for (uint i = 0; i < rpt; i++)
+  for (uint i = 0; i < pl->rpt; i++)
 #pragma unroll
     for (uint u = 0; u < lpt; u++)
-      if (f->row + rr + i * lr < rows) {
-        w[i * lpt + u] = bits[f->ab + (u * rows + i * lr)];
-        d[i * lpt + u] = d0[f->ad + (u * rows + i * lr)];
+      if (f->row + pl->rr + i * lr < rows) {
+        w[i * lpt + u] = p->bits[f->ab + (u * rows + i * lr)];
+        d[i * lpt + u] = p->d0[f->ad + (u * rows + i * lr)];
       }
-  if (f->t + 1u < nt) {
+  if (f->t + 1u < f->nt) {
     f->t++, f->ab += 8u * rows, f->ad += 8u * rows;
   } else {
-    f->t = 0u, f->row += jump, f->ab = base_b + f->row, f->ad = base_d + f->row;
+    f->t = 0u, f->row += f->jump, f->ab = f->base_b + f->row, f->ad = f->base_d + f->row;
   }
 }
 
@@ -716,16 +679,16 @@ static BML_INLINE void bml_refill(__global const uint4 *bits, __global const flo
     for (uint i = 0; i < units; i++)                                                                     \
       if ((lid + i * wg) % 256u / 32u < kb_)                                                             \
         bml_lbuild(tab + (hn) * (BML_LHALVES - 1u) * BML_LTAB, lid + i * wg, &src[i], unit);             \
-    if (!BML_TMA_SRC && cs + 2u < ns)                                                                   \
-      for (uint i = 0; i < units; i++) bml_lsrc_load(&src[i], lid + i * wg, st, nb, q, d1);              \
+    if (!BML_SRC_STAGED && cs + 2u < ns)                                                                   \
+      for (uint i = 0; i < units; i++) bml_lsrc_load(&src[i], p, lid + i * wg, st);              \
   }
-#if BML_TMA_SRC
+#if BML_SRC_STAGED
 #define BML_SRC_TAKE(k)                                                                                  \
   do {                                                                                                   \
     BML_SRC_WAIT(k);                                                                                     \
     for (uint i = 0; i < units; i++) bml_src_take(&src[i], ssh, lid + i * wg, (k));                      \
   } while (0)
-#define BML_SRC_NEXT() if (lid == 0u && cs + 3u < ns) bml_src_issue(ssh, cs + 3u, nt, nb, q, d1)
+#define BML_SRC_NEXT() if (lid == 0u && cs + 3u < ns) bml_src_issue(ssh, p, cs + 3u, nt)
 #else
 #define BML_SRC_TAKE(k) (void)0
 #define BML_SRC_NEXT() (void)0
@@ -737,7 +700,7 @@ static BML_INLINE void bml_refill(__global const uint4 *bits, __global const flo
  * at the step's start, as they were before, a work-item waited there for
  * loads issued just before the barrier.) */
 #define BML_DNEXT(hn, slot)                                                                              \
-  if (cs + 1u < ns) bml_stage_d0(dtab, (hn), dq[slot], l0, rr, lr, gr, rpt, lpt)
+  if (cs + 1u < ns) bml_stage_d0(dtab, &pl, (hn), dq[slot])
 
 /* The step's end, behind its barrier: after a group's last tile its lanes
  * meet in jtab and are joined in the reference order. */
@@ -796,8 +759,8 @@ static BML_INLINE void bml_refill(__global const uint4 *bits, __global const flo
     const uint hf = BML_LAHEAD % 2 == 0 ? (ph) & 1u : cs & 1u, sn = (ph) + 1u == BML_LAHEAD ? 0u : (ph) + 1u; \
     const uint tn = bml_next_tile(ct, nt); /* the next step's tile */                                    \
     BML_LNEXT_BEFORE(hf ^ 1u);                                                                           \
-    bml_lookups(tab, dtab, wq[ph], acc, live, hf, min(8u, nb - ct * 8u), l0, rr, lr, gr, rpt, lpt);      \
-    bml_refill(bits, d0, wq[ph], dq[ph], &f, cs + BML_LAHEAD < ns, nt, jump, base_b, base_d, rows, rr, lr, rpt, lpt); \
+    bml_lookups(lm, &pl, wq[ph], acc, live, hf, min(8u, nb - ct * 8u));                                 \
+    bml_refill(p, &pl, &f, wq[ph], dq[ph], cs + BML_LAHEAD < ns);                                        \
     BML_DNEXT(hf ^ 1u, sn);                                                                              \
     BML_LEND();                                                                                          \
     BML_LNEXT_AFTER(hf ^ 1u);                                                                            \
@@ -813,55 +776,60 @@ static BML_INLINE void bml_refill(__global const uint4 *bits, __global const flo
  * 8 / lpt * lr work-items takes a group's rows: work-item lid computes
  * lanes l0 + u (l0 = lid / lr * lpt, u < lpt) of rows lid % lr + i * lr
  * (i < rpt) of the group.  tab: BML_LHALVES * BML_LTAB floats; dtab: 2 * 8
- * * lr * rpt floats; jtab: 8 * lr * rpt; ssh: BML_SSH_WORDS (the TMA's). */
-static BML_INLINE void bml_lanes(__global const uint4 *bits, const uint bits_off, __global const float *d0,
-                      const uint d0_off, __global const char4 *q,
-                      __global const float *d1, const uint rows, const uint nb,
-                      __global float *out, __local float *tab, __local float *dtab, __local float *jtab,
-                      __local ulong *ssh, const uint lr, const uint rpt, const uint lpt, const uint g0, const uint stride) {
+ * * lr * rpt floats; jtab: 8 * lr * rpt; ssh: BML_SSH_WORDS (BML_BULK_COPY's). */
+static BML_INLINE void bml_lanes(const bml_prod *p, const bml_lmem *lm, const uint lr, const uint rpt, const uint lpt,
+                                 const uint g0, const uint stride) {
+  const uint rows = p->rows, nb = p->nb;
+  __global float *out = p->out;
+  __local float *tab = lm->tab, *dtab = lm->dtab, *jtab = lm->jtab;
+#if BML_SRC_STAGED
+  __local ulong *ssh = lm->ssh;
+#endif
   const uint wg = 8u / lpt * lr, gr = lr * rpt, m = rpt * lpt;
   const uint unit = 4096u / wg < 16u ? 4096u / wg : 16u, units = 4096u / wg / unit;
   const uint lid = get_local_id(0), l0 = lid / lr * lpt, rr = lid % lr;
+  const bml_place pl = {lr, rpt, lpt, gr, l0, rr};
   const uint nt = (nb + 7u) / 8u, groups = (rows + gr - 1u) / gr;
   if (g0 >= groups) return; /* (uniform) */
-  const uint ns = ((groups - 1u - g0) / stride + 1u) * nt, jump = stride * gr; /* steps; rows a group on */
+  const uint ns = ((groups - 1u - g0) / stride + 1u) * nt; /* steps */
   /* work-item (l0, rr) loads its lanes' bits of its rows, and d0 of blocks 8t + l0 + u of its rows */
   uint4 wq[BML_LAHEAD][4];
   float dq[BML_LAHEAD][4] = {{0.0f}}; /* a row past the product's is not loaded (nor its scale used) */
-  const uint base_b = bits_off + l0 * rows + rr, base_d = d0_off + l0 * rows + rr;
-  bml_fill f = {0u, g0 * gr, base_b + g0 * gr, base_d + g0 * gr}; /* the next refill: step 0 */
+  const uint base_b = p->bits_off + l0 * rows + rr, base_d = p->d0_off + l0 * rows + rr, jump = stride * gr;
+  bml_fill f = {0u, g0 * gr, base_b + g0 * gr, base_d + g0 * gr, nt, jump, base_b, base_d}; /* the next refill: step 0 */
 #pragma unroll
-  for (uint a = 0; a < BML_LAHEAD; a++)
-    bml_refill(bits, d0, wq[a], dq[a], &f, a < ns, nt, jump, base_b, base_d, rows, rr, lr, rpt, lpt);
+  for (uint a = 0; a < BML_LAHEAD; a++) bml_refill(p, &pl, &f, wq[a], dq[a], a < ns);
   /* step 0's table now, step 1's sources loaded */
   bml_lsrc src[4];
-#if BML_TMA_SRC
-  if (lid == 0u) bml_src_init(ssh);
+#if BML_SRC_STAGED
+  if (lid == 0u) bml_bulk_init(ssh);
   barrier(CLK_LOCAL_MEM_FENCE);
   if (lid == 0u) {
-    bml_src_issue(ssh, 0u, nt, nb, q, d1);
-    if (ns > 1u) bml_src_issue(ssh, 1u, nt, nb, q, d1);
+    bml_src_issue(ssh, p, 0u, nt);
+    if (ns > 1u) bml_src_issue(ssh, p, 1u, nt);
   }
-  BML_SRC_FIRST();
+  /* (a copy engine's barrier counts its bytes; copies made by work-item 0
+   * itself are ordered by this one: later steps' by the steps' own) */
+  barrier(CLK_LOCAL_MEM_FENCE);
   BML_SRC_TAKE(0u);
 #else
 #pragma unroll
-  for (uint i = 0; i < units; i++) bml_lsrc_load(&src[i], lid + i * wg, 0, nb, q, d1);
+  for (uint i = 0; i < units; i++) bml_lsrc_load(&src[i], p, lid + i * wg, 0);
 #endif
 #pragma unroll
   for (uint i = 0; i < units; i++)
     if ((lid + i * wg) % 256u / 32u < min(8u, nb)) bml_lbuild(tab, lid + i * wg, &src[i], unit);
-  if (!BML_TMA_SRC && ns > 1u) {
+  if (!BML_SRC_STAGED && ns > 1u) {
 #pragma unroll
-    for (uint i = 0; i < units; i++) bml_lsrc_load(&src[i], lid + i * wg, nt > 1u ? 1u : 0u, nb, q, d1);
+    for (uint i = 0; i < units; i++) bml_lsrc_load(&src[i], p, lid + i * wg, nt > 1u ? 1u : 0u);
   }
-  bml_stage_d0(dtab, 0u, dq[0], l0, rr, lr, gr, rpt, lpt);
+  bml_stage_d0(dtab, &pl, 0u, dq[0]);
   float acc[4];
 #pragma unroll
   for (uint i = 0; i < m; i++) acc[i] = 0.0f;
   barrier(CLK_LOCAL_MEM_FENCE);
-#if BML_TMA_SRC
-  if (lid == 0u && ns > 2u) bml_src_issue(ssh, 2u, nt, nb, q, d1);
+#if BML_SRC_STAGED
+  if (lid == 0u && ns > 2u) bml_src_issue(ssh, p, 2u, nt);
 #endif
   /* the step computed (cs), its tile and its group's first row, which of
    * the work-item's rows are the product's, and the tile of step cs + 2 */
@@ -900,9 +868,8 @@ static BML_INLINE void bml_lanes(__global const uint4 *bits, const uint bits_off
     for (uint a = 0; a + 1u < BML_LAHEAD; a++)
 #pragma unroll
       for (uint i = 0; i < m; i++) wq[a][i] = wq[a + 1u][i], dq[a][i] = dq[a + 1u][i];
-    bml_refill(bits, d0, wq[BML_LAHEAD - 1], dq[BML_LAHEAD - 1], &f, cs + BML_LAHEAD < ns, nt, jump, base_b, base_d,
-               rows, rr, lr, rpt, lpt);
-    bml_lookups(tab, dtab, w, acc, live, hf, min(8u, nb - ct * 8u), l0, rr, lr, gr, rpt, lpt);
+    bml_refill(p, &pl, &f, wq[BML_LAHEAD - 1], dq[BML_LAHEAD - 1], cs + BML_LAHEAD < ns);
+    bml_lookups(lm, &pl, w, acc, live, hf, min(8u, nb - ct * 8u));
     BML_DNEXT(hf ^ 1u, 0); /* the queue has moved: slot 0 is step cs + 1 */
     BML_LEND();
     BML_LNEXT_AFTER(hf ^ 1u);
@@ -923,8 +890,9 @@ void q1_0_mat_vec_l(__global const uint4 *restrict bits, __global const float *r
   __local ulong ssh[BML_SSH_WORDS] __attribute__((aligned(16)));
   const uint n = nb * 128u;
   BML_ACTIVATION(act_base, act_off, n);
-  bml_lanes(bits, bits_off, d0, d0_off, q, d1, rows, nb, out_base + out_off, tab, dtab, jtab, ssh, BML_LROWS, 1u, 1u,
-            get_group_id(0), get_num_groups(0));
+  const bml_prod p = {bits, d0, q, d1, out_base + out_off, bits_off, d0_off, rows, nb};
+  const bml_lmem lm = {tab, dtab, jtab, ssh};
+  bml_lanes(&p, &lm, BML_LROWS, 1u, 1u, get_group_id(0), get_num_groups(0));
 }
 
 __kernel __attribute__((reqd_work_group_size(8 / BML_LRLPT * BML_LRROWS, 1, 1)))
@@ -938,8 +906,9 @@ void q1_0_mat_vec_lr(__global const uint4 *restrict bits, __global const float *
   __local ulong ssh[BML_SSH_WORDS] __attribute__((aligned(16)));
   const uint n = nb * 128u;
   BML_ACTIVATION(act_base, act_off, n);
-  bml_lanes(bits, bits_off, d0, d0_off, q, d1, rows, nb, out_base + out_off, tab, dtab, jtab, ssh, BML_LRROWS, BML_LRRPT,
-            BML_LRLPT, get_group_id(0), get_num_groups(0));
+  const bml_prod p = {bits, d0, q, d1, out_base + out_off, bits_off, d0_off, rows, nb};
+  const bml_lmem lm = {tab, dtab, jtab, ssh};
+  bml_lanes(&p, &lm, BML_LRROWS, BML_LRRPT, BML_LRLPT, get_group_id(0), get_num_groups(0));
 }
 
 /*
@@ -968,12 +937,20 @@ static inline __global const uint *bml_desc_of(__global const uint *desc, uint n
   return desc + BML_DESC_WORDS * lo;
 }
 
+/* The batch's record at d as a product, its activation in act. */
+static inline bml_prod bml_record(__global const uint *d, __global const uint4 *bits, __global const float *d0,
+                                  __global const char *act, __global float *out_base) {
+  const uint nb = d[2];
+  BML_ACTIVATION(act, d[5], nb * 128u);
+  const bml_prod p = {bits, d0, q, d1, out_base + d[6], d[3], d[4], d[1], nb};
+  return p;
+}
+
 #define BML_BATCHED(lr, rpt, lpt)                                                                                  \
   __global const uint *d_ = bml_desc_of((__global const uint *)(act_base + desc_off), ndesc, get_group_id(0)); \
-  const uint rows = d_[1], nb = d_[2];                                                                         \
-  BML_ACTIVATION(act_base, d_[5], nb * 128u);                                                                  \
-  bml_lanes(bits, d_[3], d0, d_[4], q, d1, rows, nb, out_base + d_[6], tab, dtab, jtab, ssh, (lr), (rpt), (lpt),  \
-            get_group_id(0) - d_[0], d_[7])
+  const bml_prod p = bml_record(d_, bits, d0, act_base, out_base);                                             \
+  const bml_lmem lm = {tab, dtab, jtab, ssh};                                                                  \
+  bml_lanes(&p, &lm, (lr), (rpt), (lpt), get_group_id(0) - d_[0], d_[7])
 
 __kernel __attribute__((reqd_work_group_size(8 * BML_LROWS, 1, 1)))
 void q1_0_mat_vec_lb(__global const uint4 *restrict bits, __global const float *restrict d0,
@@ -994,9 +971,6 @@ void q1_0_mat_vec_lrb(__global const uint4 *restrict bits, __global const float 
   __local float dtab[2 * 8 * BML_LRROWS * BML_LRRPT];
   __local float jtab[8 * BML_LRROWS * BML_LRRPT];
   __local ulong ssh[BML_SSH_WORDS] __attribute__((aligned(16)));
-#if defined(BML_TEST_SKIP_LRB) && BML_TEST_SKIP_LRB
-  return;
-#endif
   BML_BATCHED(BML_LRROWS, BML_LRRPT, BML_LRLPT);
 }
 
@@ -1040,20 +1014,11 @@ void q1_0_mat_vec_lrb(__global const uint4 *restrict bits, __global const float 
 #define BML_TOKEN_ABORT 0xffffffffu
 
 /* What the host reads of the card's writes over the bus is ordered only by
- * a fence of the system's scope: PTX's membar.sys on NVIDIA's build (its
- * global fence is the card's scope alone); elsewhere the global fence.
- * A wait gives up after `spins`: microseconds of the card's own clock on
- * NVIDIA's build (PTX's %globaltimer), elsewhere reads. */
-#if defined(BML_SYSFENCE_PTX) && BML_SYSFENCE_PTX
-#define BML_SYS_FENCE() asm volatile("membar.sys;" ::: "memory")
-static inline ulong bml_clock_ns(void) {
-  ulong t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
-}
-#define BML_SPIN_START(limit) const ulong spin_end_ = bml_clock_ns() + (ulong)(limit) * 1000ul
-#define BML_SPIN_OVER(n, limit) (((n) & 63u) == 0u && bml_clock_ns() > spin_end_)
-#else
+ * a fence of the system's scope: the global fence here, a device's own
+ * where its global fence is the card's scope alone (the hook
+ * BML_SYS_FENCE: cl/nvidia.cl).  A wait gives up after `spins` reads, or
+ * the hook's measure (cl/nvidia.cl: microseconds of the card's clock). */
+#ifndef BML_SYS_FENCE
 #define BML_SYS_FENCE() mem_fence(CLK_GLOBAL_MEM_FENCE)
 #define BML_SPIN_START(limit) (void)0
 #define BML_SPIN_OVER(n, limit) ((n) >= (limit))
@@ -1115,10 +1080,9 @@ void q1_0_token(__global const uint4 *restrict bits, __global const float *restr
     __global const uint *desc = dev + gt[0];
     for (uint v = wg; v < gt[2]; v += nwg) {
       __global const uint *d_ = bml_desc_of(desc, gt[1], v);
-      const uint rows = d_[1], nb = d_[2];
-      BML_ACTIVATION((__global const char *)dev, d_[5], nb * 128u);
-      bml_lanes(bits, d_[3], d0, d_[4], q, d1, rows, nb, out_base + d_[6], tab, dtab, jtab, ssh, BML_LRROWS,
-                BML_LRRPT, BML_LRLPT, v - d_[0], d_[7]);
+      const bml_prod p = bml_record(d_, bits, d0, (__global const char *)dev, out_base);
+      const bml_lmem lm = {tab, dtab, jtab, ssh};
+      bml_lanes(&p, &lm, BML_LRROWS, BML_LRRPT, BML_LRLPT, v - d_[0], d_[7]);
     }
     BML_SYS_FENCE(); /* each work-item's results out before the count says they are */
     barrier(CLK_GLOBAL_MEM_FENCE);
@@ -1137,6 +1101,6 @@ __kernel void bml_fma_probe(__global const float *a, __global const float *b, __
                             const uint count, __global float *native, __global float *emulated) {
   const uint i = get_global_id(0);
   if (i >= count) return;
-  native[i] = bml_native_fma(a[i], b[i], c[i]);
+  native[i] = BML_FMA(a[i], b[i], c[i]);
   emulated[i] = bml_exact_fma(a[i], b[i], c[i]);
 }

@@ -53,8 +53,7 @@ CL_API_ENTRY cl_int CL_API_CALL clEnqueueWriteBuffer(cl_command_queue q, cl_mem 
   return rc;
 }
 
-/* NVIDIA's build with its PTX written in C (cl/q1_0.cl), as the tests build it. */
-#define NVIDIA_IN_C "-DBML_LWORD_C=1 -DBML_RING=1 -DBML_D0HALF=1 -DBML_TMA_C=1"
+#include "kernel_variants.h" /* NVIDIA's build with its PTX written in C, as the tests build it */
 
 static const struct {
   const char *name;
@@ -63,7 +62,10 @@ static const struct {
     {"default (the table double-buffered)", {.tiny = true, .quick = true}},
     {"one table (little local memory)", {.tiny = true, .quick = true, .local_mem = 16 << 10}},
     {"two lanes a work-item", {.tiny = true, .quick = true, .lr_shape = {64, 2, 2}}},
-    {"NVIDIA's build in C", {.tiny = true, .quick = true, .extra_options = NVIDIA_IN_C}},
+    {"NVIDIA's build in C", {.tiny = true,
+      .quick = true,
+      .device_source = bml_test_nvidia_in_c,
+      .extra_options = BML_TEST_NVIDIA_IN_C_OPTIONS}},
 };
 
 typedef struct {

@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "kernel_variants.h"
 #include "base/hooks.h"
 #include "card/cache.h"
 #include "exact.h"
@@ -264,7 +265,7 @@ Test(cache, program_binaries_are_remembered_and_a_bad_one_is_rebuilt) {
  * "verified" is caught by the spot check, and the card verified again and
  * refused. */
 Test(cache, a_doctored_verdict_for_a_card_that_gives_other_bits_is_caught) {
-  const bml__oracle_hooks h = {.quick = true, .extra_options = "-DBML_TEST_UNFUSED_OUTER=1"};
+  const bml__oracle_hooks h = {.quick = true, .device_source = bml_test_unfused_outer};
   bml__oracle_set_hooks(&h);
   cr_expect_null(open_logged(NULL));
   cr_expect(strstr(logged, "NOT VERIFIED") && strstr(logged, "differs"), "%s", logged);

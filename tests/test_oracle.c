@@ -19,46 +19,52 @@
 #include "card/program.h"
 #include "card/kernels.h"
 #include "oracletest.h"
+#include "kernel_variants.h"
 #include "card/tune.h"
 
 static void no_hooks(void) { bml__oracle_set_hooks(NULL); }
 
 TestSuite(oracle, .init = no_hooks, .fini = no_hooks, .timeout = 600);
 
-/* The kernels' source is ASCII, and OpenCL C follows C99's inline: a plain `inline` definition makes no
+/* The shipped kernel sources (cl/), each read by the tests from the source tree. */
+static const char *const cl_files[] = {"cl/q1_0.cl", "cl/nvidia.cl"};
+
+/* The kernels' sources are ASCII, and OpenCL C follows C99's inline: a plain `inline` definition makes no
  * callable copy, so a call a compiler does not inline links to nothing
  * (clang at -O2 for SPIR-V and AMD leaves bml_lanes undefined: the build
  * fails and the card is refused).  PoCL and NVIDIA inline everything, so
  * only the source can show it: every helper is `static inline` (or
  * `static BML_INLINE`, which is `inline` where the compiler is not clang). */
 Test(oracle, kernel_helpers_are_static_inline) {
-  char path[4096];
-  snprintf(path, sizeof path, "%s/cl/q1_0.cl", getenv("BANKML_TOP_SRCDIR"));
-  FILE *f = fopen(path, "r");
-  cr_assert_not_null(f, "cannot open %s", path);
-  char line[1024];
-  int helpers = 0;
-  for (int n = 1; fgets(line, sizeof line, f); n++) {
-    cr_expect(strncmp(line, "inline ", 7) != 0 && strncmp(line, "BML_INLINE ", 11) != 0,
-              "%s:%d: a plain inline definition: %s", path, n, line);
-    /* the source is embedded as a char array: a byte past ASCII overflows a signed char */
-    for (const char *p = line; *p; p++) cr_expect((unsigned char)*p < 0x80, "%s:%d: not ASCII: %s", path, n, line);
-    helpers += strncmp(line, "static inline ", 14) == 0 || strncmp(line, "static BML_INLINE ", 18) == 0;
+  for (size_t k = 0; k < BML_ARRAY_SIZE(cl_files); k++) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", getenv("BANKML_TOP_SRCDIR"), cl_files[k]);
+    FILE *f = fopen(path, "r");
+    cr_assert_not_null(f, "cannot open %s", path);
+    char line[1024];
+    int helpers = 0;
+    for (int n = 1; fgets(line, sizeof line, f); n++) {
+      cr_expect(strncmp(line, "inline ", 7) != 0 && strncmp(line, "BML_INLINE ", 11) != 0,
+                "%s:%d: a plain inline definition: %s", path, n, line);
+      /* the source is embedded as a char array: a byte past ASCII overflows a signed char */
+      for (const char *p = line; *p; p++) cr_expect((unsigned char)*p < 0x80, "%s:%d: not ASCII: %s", path, n, line);
+      helpers += strncmp(line, "static inline ", 14) == 0 || strncmp(line, "static BML_INLINE ", 18) == 0;
+    }
+    fclose(f);
+    cr_expect_gt(helpers, k == 0 ? 10 : 3, "%s: the helpers were not found (%d)", path, helpers);
   }
-  fclose(f);
-  cr_expect_gt(helpers, 10, "the helpers were not found (%d)", helpers);
 }
 
-/* cl/q1_0.cl without its comments, in a buffer the caller frees. */
-static char *kernel_source_code(void) {
+/* The source file without its comments, in a buffer the caller frees. */
+static char *kernel_source_code(const char *file) {
   char path[4096];
-  snprintf(path, sizeof path, "%s/cl/q1_0.cl", getenv("BANKML_TOP_SRCDIR"));
+  snprintf(path, sizeof path, "%s/%s", getenv("BANKML_TOP_SRCDIR"), file);
   FILE *f = fopen(path, "r");
   cr_assert_not_null(f, "cannot open %s", path);
   static char text[1 << 17];
   const size_t len = fread(text, 1, sizeof text - 1, f);
   fclose(f);
-  cr_assert_lt(len, sizeof text - 1, "cl/q1_0.cl is larger than the test reads");
+  cr_assert_lt(len, sizeof text - 1, "%s is larger than the test reads", file);
   text[len] = '\0';
   char *code = calloc(1, len + 1), *o = code;
   cr_assert_not_null(code);
@@ -77,49 +83,56 @@ static char *kernel_source_code(void) {
 
 /* Boards' drivers are often OpenCL 1.2, or 3.0 with none of its optional
  * features: no fp64, no fp16, no subgroups.  The kernels need none of
- * them: no subgroup built-in, `half` only as the type of the pointers
- * vload_half and vstore_half take (core OpenCL C 1.2), and `double` and
- * cl_khr_fp64 only in the test-only build that fakes a twice-rounded fma
- * (-DBML_TEST_DOUBLE_ROUNDED_FMA=1).  The host side is compiled for
- * OpenCL 1.2's API (CL_TARGET_OPENCL_VERSION 120, src/devices/clinc.h) and the
- * build asks for no -cl-std (OpenCL C 1.2, the default). */
+ * them: no subgroup built-in, no `double` nor cl_khr_fp64 (only a test's
+ * build fakes a twice-rounded fma with them: tests/kernel_variants.h), and
+ * `half` only as the type of the pointers vload_half and vstore_half take
+ * (core OpenCL C 1.2).  The host side is compiled for OpenCL 1.2's API
+ * (CL_TARGET_OPENCL_VERSION 120, src/devices/clinc.h) and the build asks
+ * for no -cl-std (OpenCL C 1.2, the default). */
 Test(oracle, the_kernels_need_no_optional_feature_of_opencl) {
-  char *code = kernel_source_code();
-  int depth = 0, test_only_at = -1, halves = 0;
-  char *save = NULL;
-  for (char *line = strtok_r(code, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-    while (*line == ' ') line++;
-    if (strncmp(line, "#if", 3) == 0) {
-      depth++;
-      if (strstr(line, "defined(BML_TEST_DOUBLE_ROUNDED_FMA)") && strncmp(line, "#if defined", 11) == 0)
-        test_only_at = depth;
-    } else if (strncmp(line, "#endif", 6) == 0) {
-      if (test_only_at == depth) test_only_at = -1;
-      depth--;
-    } else if ((strncmp(line, "#else", 5) == 0 || strncmp(line, "#elif", 5) == 0) && test_only_at == depth) {
-      test_only_at = -1;
-    }
-    cr_expect_null(strstr(line, "sub_group"), "a subgroup built-in: %s", line);
-    cr_expect_null(strstr(line, "cl_khr_fp16"), "cl_khr_fp16: %s", line);
-    if (test_only_at < 0) {
-      cr_expect_null(strstr(line, "cl_khr_fp64"), "cl_khr_fp64 outside the test-only build: %s", line);
+  int halves = 0;
+  for (size_t k = 0; k < BML_ARRAY_SIZE(cl_files); k++) {
+    char *code = kernel_source_code(cl_files[k]);
+    int depth = 0;
+    char *save = NULL;
+    for (char *line = strtok_r(code, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+      while (*line == ' ') line++;
+      if (strncmp(line, "#if", 3) == 0)
+        depth++;
+      else if (strncmp(line, "#endif", 6) == 0)
+        depth--;
+      cr_expect_null(strstr(line, "sub_group"), "%s: a subgroup built-in: %s", cl_files[k], line);
+      cr_expect_null(strstr(line, "cl_khr_fp16"), "%s: cl_khr_fp16: %s", cl_files[k], line);
+      cr_expect_null(strstr(line, "cl_khr_fp64"), "%s: cl_khr_fp64: %s", cl_files[k], line);
       for (const char *p = line; (p = strstr(p, "double")) != NULL; p += 6)
         cr_expect((p > line && (isalnum((unsigned char)p[-1]) || p[-1] == '_')) || isalnum((unsigned char)p[6]) ||
                       p[6] == '_',
-                  "double outside the test-only build: %s", line);
+                  "%s: double: %s", cl_files[k], line);
+      for (const char *p = line; (p = strstr(p, "half")) != NULL; p += 4) {
+        if ((p > line && (isalnum((unsigned char)p[-1]) || p[-1] == '_')) || isalnum((unsigned char)p[4]) || p[4] == '_')
+          continue; /* vload_half2, half2, bml_d0half: not the type */
+        const char *q = p + 4;
+        while (*q == ' ') q++;
+        cr_expect_eq(*q, '*', "%s: half used as a value, which needs cl_khr_fp16: %s", cl_files[k], line);
+        halves++;
+      }
     }
-    for (const char *p = line; (p = strstr(p, "half")) != NULL; p += 4) {
-      if ((p > line && (isalnum((unsigned char)p[-1]) || p[-1] == '_')) || isalnum((unsigned char)p[4]) || p[4] == '_')
-        continue; /* vload_half2, half2, bml_d0half: not the type */
-      const char *q = p + 4;
-      while (*q == ' ') q++;
-      cr_expect_eq(*q, '*', "half used as a value, which needs cl_khr_fp16: %s", line);
-      halves++;
-    }
+    cr_expect_eq(depth, 0, "%s: the #if blocks did not balance", cl_files[k]);
+    free(code);
   }
-  cr_expect_eq(depth, 0, "the #if blocks did not balance");
   cr_expect_gt(halves, 0, "no half pointer found: the test no longer reads what it means to");
-  free(code);
+}
+
+/* No build option or hook of the shipped sources exists for the tests
+ * alone: a test builds what it needs through the oracle's hooks
+ * (tests/kernel_variants.h). */
+Test(oracle, the_kernel_sources_name_no_test) {
+  for (size_t k = 0; k < BML_ARRAY_SIZE(cl_files); k++) {
+    char *code = kernel_source_code(cl_files[k]);
+    cr_expect_null(strstr(code, "TEST"), "%s names a test: %s", cl_files[k], strstr(code, "TEST"));
+    cr_expect_null(strstr(code, "_C)"), "%s has a switch for C formulations", cl_files[k]);
+    free(code);
+  }
 }
 
 Test(oracle, both_kernels_and_the_emulated_fma_pass_every_regime_on_the_card) {
@@ -166,13 +179,14 @@ Test(oracle, both_kernels_and_the_emulated_fma_pass_every_regime_on_the_card) {
   bml_devices_free(l);
 }
 
-/* Verifies the card under test, quickly, with extra build options: the
- * lines in c, the device's verified flag in *verified.  Returns the
- * verification's result. */
-static int verify_built_with(const char *options, collected *c, int *verified) {
+/* Verifies the card under test, quickly, built with the variant's
+ * additions (its options and sources): the lines in c, the device's
+ * verified flag in *verified.  Returns the verification's result. */
+static int verify_built_with(bml__oracle_hooks variant, collected *c, int *verified) {
   size_t i;
   bml_devices *l = card_under_test(&i);
-  bml__oracle_hooks h = {.extra_options = options, .quick = true};
+  bml__oracle_hooks h = variant;
+  h.quick = true;
   bml__oracle_set_hooks(&h);
   int rc = verify(l, i, c, 1);
   *verified = bml_devices_get(l, i)->verified;
@@ -183,7 +197,7 @@ static int verify_built_with(const char *options, collected *c, int *verified) {
 Test(oracle, an_unfused_outer_fma_is_refused_with_the_row_named) {
   static collected c;
   int verified;
-  cr_expect_eq(verify_built_with("-DBML_TEST_UNFUSED_OUTER=1", &c, &verified), BML_EVERIFY);
+  cr_expect_eq(verify_built_with((bml__oracle_hooks){.device_source = bml_test_unfused_outer}, &c, &verified), BML_EVERIFY);
   cr_expect_eq(verified, 0);
   /* single-block rows cannot tell (the first fma adds zero): they pass */
   const bml_verify_line *single = find_line(&c, "q1_0_mat_vec", "native", 64, 128, "random");
@@ -212,7 +226,7 @@ Test(oracle, a_double_rounding_fma_is_found_by_the_probe) {
     bml_devices_free(l);
     cr_skip_test("the card under test has no cl_khr_fp64 to round twice with");
   }
-  bml__oracle_hooks h = {.extra_options = "-DBML_TEST_DOUBLE_ROUNDED_FMA=1", .quick = true};
+  bml__oracle_hooks h = {.device_source = bml_test_twice_rounded_fma, .quick = true};
   bml__card *card = NULL;
   bml__build use;
   static collected c;
@@ -307,13 +321,13 @@ Test(oracle, a_golden_file_that_is_not_the_cpus_is_blamed_not_the_card) {
   bml_devices_free(l);
 }
 
-/* A batched kernel that writes nothing (the test switch below) must not pass
+/* A batched kernel that writes nothing (the test build below) must not pass
  * on results another kernel left in the buffers: the oracle fills them
  * before each check, and each kernel's cases are its own. */
 Test(oracle, a_kernel_that_writes_nothing_is_refused) {
   static collected c;
   int verified;
-  cr_expect_eq(verify_built_with("-DBML_TEST_SKIP_LRB=1", &c, &verified), BML_EVERIFY);
+  cr_expect_eq(verify_built_with((bml__oracle_hooks){.device_source = bml_test_lrb_renamed, .source_after = bml_test_lrb_writes_nothing}, &c, &verified), BML_EVERIFY);
   cr_expect_eq(verified, 0);
   size_t refused = 0, lrb = 0;
   for (size_t k = 0; k < c.n; k++) {
@@ -345,11 +359,11 @@ static void expect_every_line_passed(const collected *c) {
  * ring of weights, its scales staged as half2 and (Hopper's) its table
  * sources in local memory, the TMA's copies made in C: the same bits as
  * the reference on this card too. */
-#define NVIDIA_IN_C "-DBML_LWORD_C=1 -DBML_RING=1 -DBML_D0HALF=1 -DBML_TMA_C=1"
+#define NVIDIA_IN_C {.device_source = bml_test_nvidia_in_c, .extra_options = BML_TEST_NVIDIA_IN_C_OPTIONS}
 Test(oracle, nvidias_build_written_in_c_passes_every_check) {
   static collected c;
   int verified;
-  cr_expect_eq(verify_built_with(NVIDIA_IN_C, &c, &verified), 0);
+  cr_expect_eq(verify_built_with((bml__oracle_hooks)NVIDIA_IN_C, &c, &verified), 0);
   cr_expect_eq(verified, 1);
   expect_every_line_passed(&c);
 }
@@ -363,8 +377,8 @@ Test(oracle, nvidias_build_written_in_c_passes_every_check) {
 Test(oracle, the_lr_kernels_other_shapes_pass_every_check) {
   static const struct {
     size_t shape[3];
-    const char *options;
-  } cases[] = {{{32, 3, 1}, NULL}, {{16, 4, 1}, NULL}, {{64, 2, 2}, NULL}, {{64, 2, 2}, NVIDIA_IN_C}};
+    bml__oracle_hooks build;
+  } cases[] = {{{32, 3, 1}, {0}}, {{16, 4, 1}, {0}}, {{64, 2, 2}, {0}}, {{64, 2, 2}, NVIDIA_IN_C}};
   size_t n, i, verified = 0;
   const size_t(*shapes)[3] = bml__tune_lr_candidates(&n);
   bml_devices *l = card_under_test(&i);
@@ -373,7 +387,8 @@ Test(oracle, the_lr_kernels_other_shapes_pass_every_check) {
     bool candidate = false;
     for (size_t s = 0; s < n; s++) candidate |= memcmp(shapes[s], want, sizeof shapes[s]) == 0;
     cr_expect(candidate, "_lr %zux%zu, %zu lanes is not a candidate of the tuning", want[0], want[1], want[2]);
-    bml__oracle_hooks h = {.extra_options = cases[k].options, .quick = true};
+    bml__oracle_hooks h = cases[k].build;
+    h.quick = true;
     memcpy(h.lr_shape, want, sizeof h.lr_shape);
     static collected c;
     c.n = 0;
@@ -387,7 +402,7 @@ Test(oracle, the_lr_kernels_other_shapes_pass_every_check) {
       continue;
     }
     cr_expect_eq(rc, 0, "_lr %zux%zu, %zu lanes (%s): not verified", want[0], want[1], want[2],
-                 cases[k].options ? cases[k].options : "plain");
+                 cases[k].build.device_source ? "NVIDIA's in C" : "plain");
     expect_every_line_passed(&c);
     if (rc != 0) continue;
     char built[64];
@@ -417,7 +432,7 @@ Test(oracle, the_lr_kernels_other_shapes_pass_every_check) {
  * failed build.  Returns that line (in c). */
 static const bml_verify_line *bad_build(const char *options, collected *c) {
   int verified;
-  cr_expect_eq(verify_built_with(options, c, &verified), BML_EVERIFY);
+  cr_expect_eq(verify_built_with((bml__oracle_hooks){.extra_options = options}, c, &verified), BML_EVERIFY);
   cr_expect_eq(verified, 0);
   cr_assert(c->n >= 1);
   const bml_verify_line *b = &c->lines[c->n - 1];
@@ -502,14 +517,15 @@ Test(oracle, the_table_kernels_give_the_same_bits_whatever_work_groups_a_launch_
 Test(oracle, a_card_with_little_local_memory_uses_one_table_and_gives_the_same_bits) {
   size_t i;
   bml_devices *l = card_under_test(&i);
-  static const char *const builds[] = {NULL, NVIDIA_IN_C};
+  static const bml__oracle_hooks builds[] = {{0}, NVIDIA_IN_C};
   for (size_t b = 0; b < BML_ARRAY_SIZE(builds); b++) {
-    bml__oracle_hooks h = {.local_mem = 24576, .quick = true, .extra_options = builds[b]};
+    bml__oracle_hooks h = builds[b];
+    h.local_mem = 24576, h.quick = true;
     static collected c;
     c.n = 0;
     bml__card *card = NULL;
     bml__build use = {0};
-    cr_assert_eq(verify_keeping(l, i, &h, &c, &card, &use), 0, "%s", builds[b] ? builds[b] : "plain");
+    cr_assert_eq(verify_keeping(l, i, &h, &c, &card, &use), 0, "%s", builds[b].device_source ? "NVIDIA's in C" : "plain");
     cr_expect(strstr(use.options, "-DBML_LHALVES=1") != NULL, "%s", use.options);
     static const char *const kernels[] = {"q1_0_mat_vec_l", "q1_0_mat_vec_lr", "q1_0_mat_vec_lb", "q1_0_mat_vec_lrb"};
     for (size_t k = 0; k < BML_ARRAY_SIZE(kernels); k++) {

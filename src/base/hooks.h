@@ -12,7 +12,11 @@
 
 /* ---- the oracle's (card/oracle.c, card/program.c, card/verdict.c, the worker's open) ---- */
 typedef struct {
-  const char *extra_options; /* appended to every build: -DBML_TEST_UNFUSED_OUTER=1, a bad option */
+  const char *extra_options; /* appended to every build's options: a tunable, a bad option */
+  const char *device_source; /* OpenCL C in place of the device's own file ahead of cl/q1_0.cl
+                                (cl/nvidia.cl, or none): its hooks written otherwise, a wrong fma */
+  const char *source_after;  /* OpenCL C after cl/q1_0.cl: a kernel in place of one renamed by
+                                device_source */
   bool force_emulated;       /* use the emulated fma even where the native one is exact */
   bool quick;                /* the small shapes only */
   bool tiny;                 /* four small shapes of few rows, and the infinite scale on 32 rows,
@@ -40,7 +44,8 @@ typedef struct {
 } bml__oracle_hooks;
 
 /* Whether the hooks set are only those a remembered verdict's key holds
- * (extra_options, in the build options; quick and tiny, in its checks): any other
+ * (extra_options, in the build options; device_source and source_after, in its sources' hash;
+ * quick and tiny, in its checks): any other
  * keeps the worker's open from reading or writing the cache (src/card/verdict.c).
  * A new hook is named there. */
 bool bml__oracle_hooks_cacheable(void);

@@ -55,15 +55,16 @@ typedef struct {
   size_t nfree, free_cap;
 } bml__slab;
 
-/* NVIDIA's own compiler's build options (cl/q1_0.cl): the table kernels'
- * lookups by PTX's byte permute, their weights in a ring, the staged scales
+/* NVIDIA's own compiler's build: cl/nvidia.cl ahead of cl/q1_0.cl (the
+ * table kernels' lookups by PTX's byte permute, q1_0_token's fences and
+ * clock by PTX) and these options: the weights in a ring, the staged scales
  * of two-lane work-items as half2.  Each was measured on the H200
  * (doc/PERFORMANCE.md); the bits are the same with or without them. */
-#define BML_NVIDIA_OPTIONS "-DBML_PRMT=1 -DBML_RING=1 -DBML_D0HALF=1 -DBML_SYSFENCE_PTX=1"
+#define BML_NVIDIA_OPTIONS "-DBML_RING=1 -DBML_D0HALF=1"
 /* On NVIDIA's build for compute capability 9.0 and later (Hopper's TMA):
  * the table's activation values copied into local memory by
- * cp.async.bulk; 2320 bytes more of local memory a work-group. */
-#define BML_NVIDIA_TMA_OPTION "-DBML_TMA_SRC=1"
+ * cp.async.bulk (cl/nvidia.cl); 2320 bytes more of local memory a work-group. */
+#define BML_NVIDIA_TMA_OPTION "-DBML_NVIDIA_TMA=1"
 #define BML_TMA_LOCAL_BYTES 2320
 
 /* cl_nv_create_buffer: a buffer placed (CL_MEM_LOCATION_HOST_NV) and pinned
@@ -87,7 +88,7 @@ typedef struct bml__card {
   size_t max_work_group;
   bool host_unified;
   bool cr_divide_sqrt; /* CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT advertised */
-  bool nvidia_build;   /* NVIDIA's own compiler: BML_NVIDIA_OPTIONS */
+  bool nvidia_build;   /* NVIDIA's own compiler: cl/nvidia.cl and BML_NVIDIA_OPTIONS */
   bool nvidia_driver;  /* NVIDIA's own driver (nvidia_build may be dropped, this stays) */
   bool nvidia_tma;     /* with nvidia_build: BML_NVIDIA_TMA_OPTION (compute capability 9.0 or later) */
   bml__create_buffer_nv_fn create_buffer_nv; /* cl_nv_create_buffer's entry point, or NULL */

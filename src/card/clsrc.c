@@ -4,3 +4,7 @@
 const char bml__cl_q1_0_source[] = {
 #include "card/cl_q1_0.inc"
     0};
+
+const char bml__cl_nvidia_source[] = {
+#include "card/cl_nvidia.inc"
+    0};

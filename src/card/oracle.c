@@ -316,7 +316,7 @@ static void check_build(run *v, bml__card *c, const bml__build *b, const bml__go
 static int build(bml__card *c, bool emulate, bml__build *b, char **log) {
   *log = NULL;
   bool from_binary;
-  int rc = bml__card_build_cached(c, emulate, hooks.extra_options, b, log, &from_binary);
+  int rc = bml__card_build_cached(c, emulate, &hooks, b, log, &from_binary);
   if (rc == 0) free(*log), *log = NULL;
   return rc;
 }
@@ -493,7 +493,7 @@ int bml__oracle_confirm(bml__card *c, bool emulated, uint64_t seed, bml__build *
   char *log = NULL;
   bool from_binary = false;
   why[0] = '\0';
-  int rc = bml__card_build_cached(c, emulated, hooks.extra_options, use, &log, &from_binary);
+  int rc = bml__card_build_cached(c, emulated, &hooks, use, &log, &from_binary);
   if (rc != 0) {
     snprintf(why, len, "the build failed: %.300s", log ? log : bml_strerror(rc));
     free(log);

@@ -14,6 +14,7 @@
 #include <string.h>
 
 extern const char bml__cl_q1_0_source[];
+extern const char bml__cl_nvidia_source[];
 
 const char *bml__kernel_name(bml__kernel_id k) {
   static const char *const names[] = {"q1_0_mat_vec", "q1_0_mat_vec8", "q1_0_mat_vec_l", "q1_0_mat_vec_lr"};
@@ -35,7 +36,9 @@ json_t *bml__card_identity(const bml__cl_info *ci) {
     bml__pci_addr_format(ci->pci, dev + 4);
   }
   char source[17];
-  bml__hash_hex(bml__cl_q1_0_source, source);
+  const uint64_t h = bml__hash64(bml__cl_nvidia_source, strlen(bml__cl_nvidia_source),
+                                 bml__hash64(bml__cl_q1_0_source, strlen(bml__cl_q1_0_source), BML_HASH_SEED));
+  snprintf(source, sizeof source, "%016llx", (unsigned long long)h);
   return json_pack("{s:s, s:s, s:s, s:s, s:s, s:s}", "device", dev, "name", ci->name, "platform",
                    ci->platform_name ? ci->platform_name : "", "driver", ci->driver_version, "bankml_cl_version",
                    bml_version_string(), "source", source);
@@ -203,7 +206,8 @@ size_t bml__card_wg8(const bml__card *c) {
  * divide nothing today; the option keeps any later use exact), the
  * kernels' shapes, and never -cl-mad-enable, -cl-fast-relaxed-math,
  * -cl-unsafe-math-optimizations or -cl-denorms-are-zero. */
-void bml__card_build_options(const bml__card *c, bool emulate, const char *extra, char *buf, size_t len) {
+void bml__card_build_options(const bml__card *c, bool emulate, const bml__oracle_hooks *test, char *buf, size_t len) {
+  const char *extra = test ? test->extra_options : NULL;
   size_t wg8 = bml__card_wg8(c);
   snprintf(buf, len,
            "-DBML_WG=%zu -DBML_LROWS=%zu -DBML_LRROWS=%zu -DBML_LRRPT=%zu -DBML_LRLPT=%zu -DBML_LHALVES=%d%s%s%s%s%s%s",
@@ -211,6 +215,26 @@ void bml__card_build_options(const bml__card *c, bool emulate, const char *extra
            c->cr_divide_sqrt ? " -cl-fp32-correctly-rounded-divide-sqrt" : "", emulate ? " -DBML_EMULATE_FMA=1" : "",
            c->nvidia_build ? " " BML_NVIDIA_OPTIONS : "", builds_tma(c) ? " " BML_NVIDIA_TMA_OPTION : "",
            extra && *extra ? " " : "", extra ? extra : "");
+}
+
+/* The program's sources, in order: the device's file (cl/nvidia.cl for
+ * NVIDIA's build; a test's in its place), cl/q1_0.cl, and a test's after
+ * it.  Returns their count (at most 3). */
+static cl_uint program_sources(const bml__card *c, const bml__oracle_hooks *test, const char *src[3]) {
+  cl_uint n = 0;
+  const char *device = test && test->device_source ? test->device_source : c->nvidia_build ? bml__cl_nvidia_source : NULL;
+  if (device) src[n++] = device;
+  src[n++] = bml__cl_q1_0_source;
+  if (test && test->source_after) src[n++] = test->source_after;
+  return n;
+}
+
+uint64_t bml__card_sources_hash(const bml__card *c, const bml__oracle_hooks *test) {
+  const char *src[3];
+  const cl_uint n = program_sources(c, test, src);
+  uint64_t h = BML_HASH_SEED + n;
+  for (cl_uint i = 0; i < n; i++) h = bml__hash64(src[i], strlen(src[i]), h);
+  return h;
 }
 
 /* The build log, or "" when the driver gives none.  malloc'd. */
@@ -292,31 +316,51 @@ static cl_int check_work_groups(const bml__card *c, bml__build *b, char *why, si
   return CL_SUCCESS;
 }
 
-/* The build refused what (options that *flag adds): said under
- * BANKML_DEBUG=build with the driver's log, *flag cleared, and the program
- * built again without them. */
-static cl_int build_without(bml__card *c, bool *flag, const char *what, bool emulate, const char *extra,
-                            bml__build *b) {
+/* The program of c's sources now, built with b->options (set from them):
+ * CL_SUCCESS, or the error with b->program kept for its log (NULL where
+ * it could not be made: *what says which call failed). */
+static cl_int build_program(bml__card *c, bool emulate, const bml__oracle_hooks *test, bml__build *b,
+                            const char **what) {
+  const char *src[3];
+  const cl_uint n = program_sources(c, test, src);
+  cl_int rc = CL_SUCCESS;
+  bml__card_build_options(c, emulate, test, b->options, sizeof b->options);
+  if (b->program) clReleaseProgram(b->program);
+  b->program = clCreateProgramWithSource(c->ctx, n, src, NULL, &rc);
+  *what = "clCreateProgramWithSource";
+  if (rc != CL_SUCCESS) {
+    b->program = NULL;
+    return rc;
+  }
+  *what = "clBuildProgram";
+  return clBuildProgram(b->program, 1, &c->dev, b->options, NULL, NULL);
+}
+
+/* The build refused what (cl/nvidia.cl or an option that *flag adds):
+ * said under BANKML_DEBUG=build with the driver's log, *flag cleared, and
+ * the program built again without it. */
+static cl_int build_without(bml__card *c, bool *flag, const char *what, bool emulate, const bml__oracle_hooks *test,
+                            bml__build *b, const char **call) {
   char *text = build_log(c, b->program);
   bml__debug(BML_CAT_BUILD, "\"%s\": no build with %s (%s); building without", c->name, what,
              text && *text ? text : "no log");
   free(text);
   *flag = false;
-  bml__card_build_options(c, emulate, extra, b->options, sizeof b->options);
-  return clBuildProgram(b->program, 1, &c->dev, b->options, NULL, NULL);
+  return build_program(c, emulate, test, b, call);
 }
 
-uint64_t bml__card_binary_key(const bml__card *c, const char *options) {
-  return bml__hash64(options, strlen(options), c->ident);
+/* The key of the binary of the program built on c with these options and sources. */
+static uint64_t binary_key(const bml__card *c, const char *options, uint64_t sources) {
+  return bml__hash64(options, strlen(options), c->ident ^ sources);
 }
 
 /* The program from the binary remembered for b->options, built:
  * CL_SUCCESS, or another code (none remembered, or the driver refused it:
  * nothing is left in b). */
-static cl_int program_from_binary(bml__card *c, bml__build *b) {
+static cl_int program_from_binary(bml__card *c, const bml__oracle_hooks *test, bml__build *b) {
   void *bin = NULL;
   size_t len = 0;
-  if (!c->ident || bml__cache_binary_read(bml__card_binary_key(c, b->options), &bin, &len) != 0)
+  if (!c->ident || bml__cache_binary_read(binary_key(c, b->options, bml__card_sources_hash(c, test)), &bin, &len) != 0)
     return CL_INVALID_BINARY;
   cl_int status = CL_SUCCESS, rc = CL_SUCCESS;
   const unsigned char *p = bin;
@@ -336,52 +380,47 @@ static cl_int program_from_binary(bml__card *c, bml__build *b) {
 
 /* Remembers the built program's binary under its options (nothing where
  * the driver gives none). */
-static void remember_binary(const bml__card *c, const bml__build *b) {
+static void remember_binary(const bml__card *c, const bml__oracle_hooks *test, const bml__build *b) {
   size_t len = 0;
   if (!c->ident || clGetProgramInfo(b->program, CL_PROGRAM_BINARY_SIZES, sizeof len, &len, NULL) != CL_SUCCESS ||
       len == 0)
     return;
   unsigned char *bin = malloc(len);
   if (bin && clGetProgramInfo(b->program, CL_PROGRAM_BINARIES, sizeof bin, &bin, NULL) == CL_SUCCESS)
-    bml__cache_binary_write(bml__card_binary_key(c, b->options), bin, len);
+    bml__cache_binary_write(binary_key(c, b->options, bml__card_sources_hash(c, test)), bin, len);
   free(bin);
 }
 
-/* The program built from cl/q1_0.cl with b->options (NVIDIA's options
- * dropped where its compiler refuses them).  CL_SUCCESS, or the error with
- * *log saying it. */
-static cl_int program_from_source(bml__card *c, bool emulate, const char *extra, bml__build *b, char **log) {
-  const char *src = bml__cl_q1_0_source;
-  cl_int rc = CL_SUCCESS;
-  b->program = clCreateProgramWithSource(c->ctx, 1, &src, NULL, &rc);
-  if (rc != CL_SUCCESS) {
-    *log = describe_failure("clCreateProgramWithSource", rc, b->options, NULL);
-    return rc;
-  }
-  rc = clBuildProgram(b->program, 1, &c->dev, b->options, NULL, NULL);
-  /* NVIDIA's options refused: first the TMA's PTX (a driver whose PTX is
-   * older than 8.0), then the inline PTX at all (the plain C formulation,
-   * the queue and float scales); the same bits either way */
+/* The program built from c's sources with b->options (NVIDIA's file and
+ * options dropped where its compiler refuses them).  CL_SUCCESS, or the
+ * error with *log saying it. */
+static cl_int program_from_source(bml__card *c, bool emulate, const bml__oracle_hooks *test, bml__build *b,
+                                  char **log) {
+  const char *call;
+  cl_int rc = build_program(c, emulate, test, b, &call);
+  /* NVIDIA's build refused: first the TMA's PTX (a driver whose PTX is
+   * older than 8.0), then cl/nvidia.cl at all (cl/q1_0.cl's plain
+   * formulations, the queue and float scales); the same bits either way */
   if (rc == CL_BUILD_PROGRAM_FAILURE && builds_tma(c))
-    rc = build_without(c, &c->nvidia_tma, BML_NVIDIA_TMA_OPTION, emulate, extra, b);
+    rc = build_without(c, &c->nvidia_tma, BML_NVIDIA_TMA_OPTION, emulate, test, b, &call);
   if (rc == CL_BUILD_PROGRAM_FAILURE && c->nvidia_build)
-    rc = build_without(c, &c->nvidia_build, BML_NVIDIA_OPTIONS, emulate, extra, b);
+    rc = build_without(c, &c->nvidia_build, "cl/nvidia.cl and " BML_NVIDIA_OPTIONS, emulate, test, b, &call);
   if (rc != CL_SUCCESS) {
-    char *text = build_log(c, b->program);
-    *log = describe_failure("clBuildProgram", rc, b->options, text);
+    char *text = b->program ? build_log(c, b->program) : NULL;
+    *log = describe_failure(call, rc, b->options, text);
     free(text);
   }
   return rc;
 }
 
-static int build(bml__card *c, bool emulate, const char *extra, bool cached, bml__build *b, char **log,
+static int build(bml__card *c, bool emulate, const bml__oracle_hooks *test, bool cached, bml__build *b, char **log,
                  bool *from_binary) {
   memset(b, 0, sizeof *b);
   *log = NULL;
   b->emulated_fma = emulate;
-  bml__card_build_options(c, emulate, extra, b->options, sizeof b->options);
-  *from_binary = cached && program_from_binary(c, b) == CL_SUCCESS;
-  cl_int rc = *from_binary ? CL_SUCCESS : program_from_source(c, emulate, extra, b, log);
+  bml__card_build_options(c, emulate, test, b->options, sizeof b->options);
+  *from_binary = cached && program_from_binary(c, test, b) == CL_SUCCESS;
+  cl_int rc = *from_binary ? CL_SUCCESS : program_from_source(c, emulate, test, b, log);
   if (rc != CL_SUCCESS) goto fail;
   rc = create_kernels(b);
   if (rc != CL_SUCCESS) {
@@ -394,8 +433,8 @@ static int build(bml__card *c, bool emulate, const char *extra, bool cached, bml
     *log = describe_failure(why, rc, b->options, NULL);
     goto fail;
   }
-  if (cached && !*from_binary) remember_binary(c, b);
-  bml__debug(BML_CAT_BUILD, "built cl/q1_0.cl for \"%s\"%s with: %s", c->name,
+  if (cached && !*from_binary) remember_binary(c, test, b);
+  bml__debug(BML_CAT_BUILD, "built %scl/q1_0.cl for \"%s\"%s with: %s", c->nvidia_build ? "cl/nvidia.cl and " : "", c->name,
              *from_binary ? " from its remembered binary" : "", b->options);
   return 0;
 fail:
@@ -407,14 +446,14 @@ fail:
   return rc == CL_BUILD_PROGRAM_FAILURE ? BML_EBUILD : rc;
 }
 
-int bml__card_build(bml__card *c, bool emulate, const char *extra, bml__build *b, char **log) {
+int bml__card_build(bml__card *c, bool emulate, const bml__oracle_hooks *test, bml__build *b, char **log) {
   bool from_binary;
-  return build(c, emulate, extra, false, b, log, &from_binary);
+  return build(c, emulate, test, false, b, log, &from_binary);
 }
 
-int bml__card_build_cached(bml__card *c, bool emulate, const char *extra, bml__build *b, char **log,
+int bml__card_build_cached(bml__card *c, bool emulate, const bml__oracle_hooks *test, bml__build *b, char **log,
                            bool *from_binary) {
-  return build(c, emulate, extra, true, b, log, from_binary);
+  return build(c, emulate, test, true, b, log, from_binary);
 }
 
 void bml__build_release(bml__build *b) {

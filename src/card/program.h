@@ -2,6 +2,7 @@
 #ifndef BML_PROGRAM_H
 #define BML_PROGRAM_H
 
+#include "base/hooks.h"
 #include "card/card.h"
 
 /* "q1_0_mat_vec", "q1_0_mat_vec8", "q1_0_mat_vec_l", "q1_0_mat_vec_lr". */
@@ -40,7 +41,7 @@ int bml__card_open_on(const bml__cl_info *ci, cl_context ctx, cl_command_queue q
 
 /* What the cache knows a device by: {"device": "uuid:..." (cl_khr_device_uuid),
  * else "pci:0000:03:00.0", else "", "name", "platform", "driver",
- * "bankml_cl_version", "source": the hash of cl/q1_0.cl}.  NULL when out of
+ * "bankml_cl_version", "source": the hash of cl/q1_0.cl and cl/nvidia.cl}.  NULL when out of
  * memory. */
 struct json_t *bml__card_identity(const bml__cl_info *ci);
 void bml__card_close(bml__card *c); /* NULL-safe */
@@ -54,24 +55,28 @@ void bml__card_drop_side_queues(bml__card *c);
 /* clFinish on every queue of c; the first error, or 0. */
 int bml__card_finish(bml__card *c);
 
-/* Builds cl/q1_0.cl for the card: -cl-fp32-correctly-rounded-divide-sqrt
- * when the device advertises it, never a fast-math option, plus
- * -DBML_EMULATE_FMA=1 when emulate, NVIDIA's options when c->nvidia_build
- * (a build that fails with them is tried once without, and clears the
- * flag for the card's later builds), plus extra (test hooks; may be NULL).
- * Returns 0, or an error with the build log and options in *log (malloc'd,
- * free it; may be set on success too: NULL when there is nothing to say). */
-int bml__card_build(bml__card *c, bool emulate, const char *extra, bml__build *b, char **log);
-/* The same, the program taken from the binary remembered for the card and
- * these options where there is one the driver takes (*from_binary set),
- * else built from source and its binary remembered (cache.c).  A binary
- * only saves the compile: what the program computes is checked as any. */
-int bml__card_build_cached(bml__card *c, bool emulate, const char *extra, bml__build *b, char **log,
+/* Builds the card's program: cl/nvidia.cl then cl/q1_0.cl where
+ * c->nvidia_build, else cl/q1_0.cl alone, with
+ * -cl-fp32-correctly-rounded-divide-sqrt when the device advertises it,
+ * never a fast-math option, plus -DBML_EMULATE_FMA=1 when emulate and
+ * NVIDIA's options when c->nvidia_build (a build that fails with them is
+ * tried once without, and clears the flag for the card's later builds).
+ * test (may be NULL): a test's additions, its hooks' extra_options,
+ * device_source and source_after (base/hooks.h).  Returns 0, or an error
+ * with the build log and options in *log (malloc'd, free it; may be set on
+ * success too: NULL when there is nothing to say). */
+int bml__card_build(bml__card *c, bool emulate, const bml__oracle_hooks *test, bml__build *b, char **log);
+/* The same, the program taken from the binary remembered for the card,
+ * these options and sources where there is one the driver takes
+ * (*from_binary set), else built from source and its binary remembered
+ * (cache.c).  A binary only saves the compile: what the program computes is
+ * checked as any. */
+int bml__card_build_cached(bml__card *c, bool emulate, const bml__oracle_hooks *test, bml__build *b, char **log,
                            bool *from_binary);
-/* The key of the binary of a program built on c with these options. */
-uint64_t bml__card_binary_key(const bml__card *c, const char *options);
 /* The options bml__card_build would use now (b->options' size). */
-void bml__card_build_options(const bml__card *c, bool emulate, const char *extra, char *buf, size_t len);
+void bml__card_build_options(const bml__card *c, bool emulate, const bml__oracle_hooks *test, char *buf, size_t len);
+/* The hash of the sources bml__card_build would use now, in order. */
+uint64_t bml__card_sources_hash(const bml__card *c, const bml__oracle_hooks *test);
 void bml__build_release(bml__build *b); /* NULL-safe, leaves b zeroed */
 
 #endif

@@ -18,17 +18,21 @@
 /* The layout of a verdict's entry, part of its key. */
 #define VERDICT_LAYOUT 1
 
-/* The key: the card's identity, the native build's options as they are
- * asked for (after the tuning; the extra options of the tests' hooks
+/* The key: the card's identity, the native build's options and sources as
+ * they are asked for (after the tuning; the tests' hooks' additions
  * included) and the oracle's extent (full, quick, or the tests' tiny).  NULL where hooks other than those
  * change what the open does. */
 static json_t *verdict_key(const bml__card *c, const bml__device *d) {
   if (!bml__oracle_hooks_cacheable()) return NULL;
   char options[sizeof ((bml__build *)0)->options];
-  bml__card_build_options(c, false, bml__oracle_get_hooks()->extra_options, options, sizeof options);
+  const bml__oracle_hooks *test = bml__oracle_get_hooks();
+  bml__card_build_options(c, false, test, options, sizeof options);
+  char sources[17];
+  snprintf(sources, sizeof sources, "%016llx", (unsigned long long)bml__card_sources_hash(c, test));
   json_t *key = bml__card_identity(&d->cl);
   if (key && json_object_set_new(key, "layout", json_integer(VERDICT_LAYOUT)) == 0 &&
       json_object_set_new(key, "options", json_string(options)) == 0 &&
+      json_object_set_new(key, "sources", json_string(sources)) == 0 &&
       json_object_set_new(key, "checks", json_string(bml__oracle_get_hooks()->tiny ? "tiny"
                                                      : bml__oracle_quick(NULL) ? "quick" : "full")) == 0)
     return key;

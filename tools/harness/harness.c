@@ -1,16 +1,17 @@
 /* harness.c -- kernel experiments on a card, outside the library: cl/q1_0.cl's
  * q1_0_mat_vec_lr (the shipped table kernel) and tools/harness/dp4a.cl's
  * q1_0_dp on one matrix, every row compared bit for bit with the library's
- * reference (bml__q1_0_dot_ref, DESIGN 1), timed as launches spread over
+ * reference (bml__q1_0_dot_ref, doc/ARITHMETIC.md), timed as launches spread over
  * in-order queues.  See README.md here for the build and the figures.
- *   harness ROWS N SPEC...   SPEC: lr:GROUPS:OPTIONS or dp:GROUPS:OPTIONS
+ *   harness ROWS N SPEC...   SPEC: lr:GROUPS:OPTIONS, nv:GROUPS:OPTIONS (the same kernel with
+ *                            cl/nvidia.cl ahead) or dp:GROUPS:OPTIONS
  *                            (GROUPS 0: a work-group a group of rows)
  * env: HARNESS_PLATFORM (a substring of the platform's name), HARNESS_ITERS
  *      (200 launches a round, three rounds), HARNESS_QUEUES (4), HARNESS_MATS
  *      (copies of the matrix the launches cycle over, 2), HARNESS_SRC (the
  *      tree's top, .), HARNESS_DATA (random | layer | infinite: random with
  *      infinite and NaN activation scales), HARNESS_VERBOSE (build logs),
- *      HARNESS_DUMP (a folder: the first lr spec's program binary, on NVIDIA
+ *      HARNESS_DUMP (a folder: the first lr or nv spec's program binary, on NVIDIA
  *      its PTX, and the operands and reference, for ptxrun.c)
  */
 #define CL_TARGET_OPENCL_VERSION 120
@@ -99,7 +100,7 @@ static int cmpd(const void *a, const void *b) {
 }
 
 int main(int argc, char **argv) {
-  if (argc < 4) { fprintf(stderr, "usage: harness ROWS N SPEC... (lr:GROUPS:OPTIONS or dp:GROUPS:OPTIONS)\n"); return 2; }
+  if (argc < 4) { fprintf(stderr, "usage: harness ROWS N SPEC... (lr:GROUPS:OPTIONS, nv:GROUPS:OPTIONS or dp:GROUPS:OPTIONS)\n"); return 2; }
   const size_t rows = strtoul(argv[1], 0, 10), n = strtoul(argv[2], 0, 10);
   const size_t nb = n / 128, nt = (nb + 7) / 8;
   const char *want = getenv("HARNESS_PLATFORM"), *top = getenv("HARNESS_SRC") ? getenv("HARNESS_SRC") : ".";
@@ -174,12 +175,18 @@ int main(int argc, char **argv) {
     char *c1 = strchr(spec, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : 0;
     if (!c2) { fprintf(stderr, "bad spec %s\n", argv[a]); return 2; }
     *c1 = *c2 = 0;
-    const int is_dp = !strcmp(spec, "dp");
+    const int is_dp = !strcmp(spec, "dp"), is_nv = !strcmp(spec, "nv");
     size_t groups = strtoul(c1 + 1, 0, 10);
     const char *opts = c2 + 1;
+    char *srcs[2];
+    cl_uint nsrc = 0;
+    if (is_nv) { /* NVIDIA's build: cl/nvidia.cl ahead of cl/q1_0.cl, as the library builds it */
+      snprintf(path, sizeof path, "%s/cl/nvidia.cl", top);
+      srcs[nsrc++] = slurp(path);
+    }
     snprintf(path, sizeof path, "%s/%s", top, is_dp ? "tools/harness/dp4a.cl" : "cl/q1_0.cl");
-    char *src = slurp(path);
-    cl_program prog = clCreateProgramWithSource(ctx, 1, (const char **)&src, 0, &err);
+    srcs[nsrc++] = slurp(path);
+    cl_program prog = clCreateProgramWithSource(ctx, nsrc, (const char **)srcs, 0, &err);
     CK(err);
     err = clBuildProgram(prog, 1, &dev, opts, 0, 0);
     {
@@ -236,7 +243,7 @@ int main(int argc, char **argv) {
     if (!is_dp && getenv("HARNESS_DUMP")) {
       dump(getenv("HARNESS_DUMP"), prog, rows, nb, groups, wg, nat, nwords * 4, d0, nt * 8 * rows * 4, act, actbytes,
            ref);
-      unsetenv("HARNESS_DUMP"); /* the first lr spec's only */
+      unsetenv("HARNESS_DUMP"); /* the first lr or nv spec's only */
     }
     const size_t gsz = groups * wg;
     /* correctness: every matrix copy */
@@ -272,7 +279,7 @@ int main(int argc, char **argv) {
     fflush(stdout);
     for (int m = 0; m < nmats; m++) clReleaseKernel(ks[m]);
     clReleaseProgram(prog);
-    free(src);
+    for (cl_uint i = 0; i < nsrc; i++) free(srcs[i]);
   }
   return 0;
 }
