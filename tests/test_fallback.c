@@ -183,9 +183,11 @@ Test(fallback, an_error_in_the_calibration_leaves_the_card_unused) {
 }
 
 /* Other bits from the worker's batches on one queue: the card is not used,
- * and the log names the kernel, the product and the row. */
+ * and the log names the kernel, the product and the row.  Every round
+ * gives other bits: through zero-copy buffers and copies on several queues
+ * where the card has them (a hardware card), then on one. */
 Test(fallback, a_card_whose_batches_give_other_bits_on_one_queue_is_not_used) {
-  bml_worker *w = open_spoilt(3u);
+  bml_worker *w = open_spoilt(7u);
   cr_expect_null(w, "a card whose batches gave other bits was used");
   cr_expect(strstr(logged, "NOT VERIFIED") != NULL, "%s", logged);
   cr_expect(strstr(logged, "the worker's batch with q1_0_mat_vec_l on 1 queue, copies: check.") != NULL, "%s", logged);
@@ -206,8 +208,8 @@ Test(fallback, a_card_whose_zero_copy_batches_give_other_bits_copies_instead) {
   if (!zero_copy) cr_skip_test("this card is given copies from the start: the fall back needs zero-copy");
   w = open_spoilt(1u); /* the first round, through zero-copy buffers */
   cr_assert_not_null(w, "the card was refused though its batches through copies gave the CPU's bits: %s", logged);
-  cr_expect(strstr(logged, ", zero-copy: check.") != NULL &&
-                strstr(logged, "its activations and results are copied") != NULL,
+  /* ", zero-copy: check.", or ", zero-copy results: check." where only the results were (a discrete card) */
+  cr_expect(strstr(logged, ", zero-copy") != NULL && strstr(logged, "its activations and results are copied") != NULL,
             "%s", logged);
   j = status(w);
   cr_expect_str_eq(json_string_value(json_object_get(j, "transfers")), "copies");

@@ -359,9 +359,11 @@ static void engine_close(engine *e) {
   clReleaseContext(e->ctx);
 }
 
-/* On the engine's queue the worker creates no context or queue: it
- * computes through the engine's, which it retains while it lives and
- * gives back at close, and the engine's own work on the queue goes on. */
+/* On the engine's queue, with one queue, the worker creates no context or
+ * queue: it computes through the engine's, which it retains while it lives
+ * and gives back at close, and the engine's own work on the queue goes on.
+ * (More queues, NVIDIA's default, are the worker's own on the engine's
+ * context: doc/API.md.) */
 Test(options, a_worker_on_the_engines_queue) {
   engine e;
   cr_assert(engine_open(&e, 0));
@@ -370,6 +372,7 @@ Test(options, a_worker_on_the_engines_queue) {
   bml_worker_options_init(&o);
   o.cl_queue = e.queue; /* its context comes with it */
   o.share = 0.5;
+  o.queues = 1;
   bml_worker *w;
   cr_assert_eq(open_logged(&o, &w), 0, "%s", logged);
   cr_assert_not_null(w, "%s", logged);
