@@ -4,14 +4,18 @@
 # x_int.h, the private header of x's files, is x's),
 # and, once built, no object of the library or the command calls a higher layer's function nor takes
 # part in a circle of calls.  The layers, lowest first: base, cpu, devices, card, share, cli (each
-# folder's README.md says what it owns).  TAP on standard output; usage: layers.sh [SRCDIR [BUILDDIR]]
+# folder's README.md says what it owns).  And the worker (src/share) makes no OpenCL call itself: the
+# card's submission (src/card/submit.c) makes each, checked.  OpenCL's names are macros over the
+# loader's table (src/devices/clload.h), so the source is read for them, and the objects for calls of
+# the table (bml__cl) or of an extension's entry point (bml__cl_extension).
+# TAP on standard output; usage: layers.sh [SRCDIR [BUILDDIR]]
 # (make check gives neither: BANKML_TOP_SRCDIR and BANKML_TOP_BUILDDIR).
 top_srcdir=${1:-${BANKML_TOP_SRCDIR:?run by make check, or give the source directory}}
 top_builddir=${2:-${BANKML_TOP_BUILDDIR:-$top_srcdir}}
 LAYERS="base cpu devices card share cli"
 tmp=${TMPDIR:-/tmp}/bankml-cl-layers.$$
 trap 'rm -f "$tmp".*' EXIT
-echo 1..4
+echo 1..6
 
 rank() {
   r=0
@@ -66,6 +70,37 @@ else
   echo "not ok 2 - no circle of includes"
 fi
 
+# 5 (told after 3 and 4): no OpenCL call in the worker's source, outside comments, strings and
+# characters (a string ends at its line's end): cl<Capital>...(, the table's bml__cl(), an
+# extension's bml__cl_extension() or the card's cl_nv_create_buffer entry point (->create_buffer_nv())
+for f in "$top_srcdir"/src/share/*.[ch]; do
+  [ -f "$f" ] || continue
+  awk -v f="share/${f##*/}" '
+    FNR == 1 { comment = 0 }
+    {
+      s = $0; code = ""; quote = ""
+      for (i = 1; i <= length(s); i++) {
+        ch = substr(s, i, 1); next2 = substr(s, i, 2)
+        if (comment) { if (next2 == "*/") { comment = 0; i++ } continue }
+        if (quote != "") { if (ch == "\\") i++; else if (ch == quote) quote = ""; continue }
+        if (next2 == "/*") { comment = 1; i++; code = code " "; continue }
+        if (next2 == "//") break
+        if (ch == "\"" || ch == "\047") { quote = ch; code = code ch ch; continue }
+        code = code ch
+      }
+      if (code ~ /(^|[^A-Za-z0-9_])(cl[A-Z][A-Za-z0-9_]*|bml__cl|bml__cl_extension|create_buffer_nv)[ \t]*\(/)
+        print f ":" FNR ": " $0
+    }' "$f"
+done >"$tmp.cl"
+test5() {
+  if [ -s "$tmp.cl" ]; then
+    sed 's/^/# OpenCL call: /' "$tmp.cl"
+    echo "not ok 5 - no file of src/share calls OpenCL (src/card/submit.c does)"
+  else
+    echo "ok 5 - no file of src/share calls OpenCL (src/card/submit.c does)"
+  fi
+}
+
 # The calls between objects, once built (libtool's objects in .libs, the command's beside its sources):
 # "<from component> <to component>" for each function or variable one defines and another uses.
 : >"$tmp.sym"
@@ -85,6 +120,8 @@ awk '$2 == "D" && !($3 in def) { def[$3] = $1 } $2 == "U" { use[NR] = $1 " " $3 
 if [ ! -s "$tmp.sym" ]; then
   echo "ok 3 # SKIP no objects built in $top_builddir/src"
   echo "ok 4 # SKIP no objects built in $top_builddir/src"
+  test5
+  echo "ok 6 # SKIP no objects built in $top_builddir/src"
   exit 0
 fi
 
@@ -106,4 +143,17 @@ if cut -d' ' -f1,2 "$tmp.call" | sort -u | tsort >/dev/null 2>"$tmp.loop"; then
 else
   sed 's/^/# /' "$tmp.loop"
   echo "not ok 4 - no circle of calls"
+fi
+
+test5
+
+# 6: no object of src/share takes an OpenCL entry point: none from the loader's table (bml__cl), an
+# extension's (bml__cl_extension) or the library's own (cl<Capital>...)
+awk '$1 ~ /^share\// && $2 == "U" && ($3 == "bml__cl" || $3 == "bml__cl_extension" || $3 ~ /^cl[A-Z]/) { print $1, $3 }' \
+  "$tmp.sym" | sort -u >"$tmp.clsym"
+if [ -s "$tmp.clsym" ]; then
+  sed 's/^/# OpenCL call: /' "$tmp.clsym"
+  echo "not ok 6 - no object of src/share calls OpenCL"
+else
+  echo "ok 6 - no object of src/share calls OpenCL ($(grep -c '^share/.* U ' "$tmp.sym") calls out)"
 fi

@@ -1,8 +1,9 @@
-/* submit.h -- the worker's OpenCL calls on a card's queues and events: flushes, markers, barriers, waits. */
+/* submit.h -- the worker's OpenCL calls on a card's queues, events and a token's buffers, each checked. */
 #ifndef BML_SUBMIT_H
 #define BML_SUBMIT_H
 
 #include "base/bml.h"
+#include "card/card.h"
 #include "devices/clinc.h"
 
 /* Each returns CL_SUCCESS or the call's error, which is logged (as a debug
@@ -27,5 +28,42 @@ bool bml__submit_complete(cl_event ev);
  * *was_done: the event was complete at the first look.  Returns
  * CL_SUCCESS, or the error the command ended with or the wait gave. */
 cl_int bml__submit_wait(cl_event ev, double spin, bool *was_done);
+
+/* ---- a decode's token resident on the card (share/token.c, token_load.c,
+ * resident.c) ---- */
+
+/* The state of ev's command in *state: CL_QUEUED, CL_SUBMITTED, CL_RUNNING,
+ * CL_COMPLETE, or the error it ended with (negative); *state is left as it
+ * was when the driver cannot say. */
+int bml__submit_state(cl_event ev, cl_int *state);
+/* Waits for ev in clWaitForEvents (no spin first). */
+int bml__submit_await(cl_event ev);
+/* clFinish of q. */
+int bml__submit_finish(cl_command_queue q);
+/* A buffer of `bytes` in c's context, with flags; NULL, the error in *rc,
+ * when it cannot be had. */
+cl_mem bml__submit_buffer(const bml__card *c, cl_mem_flags flags, size_t bytes, cl_int *rc);
+/* A buffer of `bytes` in host memory that c's kernels read and write over
+ * the bus and the host maps: cl_nv_create_buffer's (placed and pinned in
+ * host memory) where c has it, else CL_MEM_ALLOC_HOST_PTR's.  NULL, the
+ * error in *rc, when it cannot be had. */
+cl_mem bml__submit_host_buffer(const bml__card *c, size_t bytes, cl_int *rc);
+/* m's first `bytes` mapped for reading and writing, the map waited for on
+ * q; NULL, the error in *rc, when it fails. */
+void *bml__submit_map(cl_command_queue q, cl_mem m, size_t bytes, cl_int *rc);
+/* m's mapping h unmapped on q (enqueued: a finish waits for it). */
+int bml__submit_unmap(cl_command_queue q, cl_mem m, void *h);
+/* `bytes` of host memory at src into m at byte `offset`, waited for on q. */
+int bml__submit_write(cl_command_queue q, cl_mem m, size_t offset, size_t bytes, const void *src);
+/* Releases m (an error is logged, nothing more). */
+void bml__submit_release_mem(cl_mem m);
+/* k, a build's q1_0_token (cl/q1_0.cl), launched on q and flushed: the
+ * first `head` bytes of dev zeroed first, then its arguments bits, d0,
+ * host, dev, host (its results' base), ticket0 and spins, in work-groups of
+ * `local` work-items, `global` in all.  *ev: the launch's event, set once
+ * it is enqueued, even where the flush after it fails (the caller parks
+ * the kernel and releases it then). */
+int bml__submit_token(cl_command_queue q, cl_kernel k, cl_mem bits, cl_mem d0, cl_mem host, cl_mem dev, size_t head,
+                      cl_uint ticket0, cl_uint spins, size_t global, size_t local, cl_event *ev);
 
 #endif

@@ -1,5 +1,6 @@
 /* resident.c -- a token's kernel and buffers on the card let go: parked (its kernel stopped), dropped, detached. */
 #include "share/token_int.h"
+#include "card/submit.h"
 
 #include <stdatomic.h>
 
@@ -17,8 +18,8 @@ void bml__token_post(uint32_t *word, uint32_t value) {
 void bml__token_park(bml_token *t) {
   if (!t || !t->running) return;
   bml__token_post(&t->h[TOKEN_REQ], TOKEN_ABORT);
-  clWaitForEvents(1, &t->running);
-  clReleaseEvent(t->running);
+  bml__submit_await(t->running);
+  bml__submit_release(t->running);
   t->running = NULL;
   if (t->w) bml__worker_set_resident(t->w, NULL);
 }
@@ -26,12 +27,12 @@ void bml__token_park(bml_token *t) {
 void bml__token_free_card(bml_token *t) {
   bml__token_park(t);
   if (t->h && t->host) {
-    clEnqueueUnmapMemObject(t->card->queue, t->host, t->h, 0, NULL, NULL);
-    clFinish(t->card->queue);
+    bml__submit_unmap(t->card->queue, t->host, t->h);
+    bml__submit_finish(t->card->queue);
   }
   cl_mem *mems[] = {&t->bits, &t->d0, &t->dev, &t->host};
   for (size_t i = 0; i < BML_ARRAY_SIZE(mems); i++)
-    if (*mems[i]) clReleaseMemObject(*mems[i]), *mems[i] = NULL;
+    if (*mems[i]) bml__submit_release_mem(*mems[i]), *mems[i] = NULL;
   t->h = NULL;
   if (t->w && t->card_bytes) bml__worker_token_hold(t->w, -(int64_t)t->card_bytes);
   t->card_bytes = 0;

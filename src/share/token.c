@@ -8,6 +8,7 @@
 #include "card/kernels.h"
 #include "card/program.h"
 #include "card/slab.h"
+#include "card/submit.h"
 
 #include <sched.h>
 #include <stdatomic.h>
@@ -55,10 +56,8 @@ uint32_t bml__token_launches(const bml_token *t) { return t ? t->launch : 0; }
 /* Launches the kernel, its first ticket t->ticket. */
 static int launch(bml_token *t) {
   const bml__card *c = t->card;
-  cl_kernel k = t->build->token;
-  const cl_uint ticket = t->ticket, spins = t->spins;
-  const cl_uint zero = 0;
-  const size_t local = bml__card_lr_wg(c), global = t->nwg * local;
+  const uint32_t ticket = t->ticket;
+  const size_t local = bml__card_lr_wg(c);
   /* a ticket the kernel waits past (not an abort left by the last park);
    * and no done or given-up ticket of an earlier launch: a kernel parked
    * while it waited for this very ticket wrote it as given up, which
@@ -67,16 +66,8 @@ static int launch(bml_token *t) {
   bml__token_post(&t->h[TOKEN_DONE], ticket - 1);
   bml__token_post(&t->h[TOKEN_EXIT], ticket - 1);
   bml__token_post(&t->h[TOKEN_REQ], TOKEN_WORD(ticket - 1, 0));
-  cl_int rc = clEnqueueFillBuffer(c->queue, t->dev, &zero, sizeof zero, 0, TOKEN_HEAD, 0, NULL, NULL);
-  if (rc == CL_SUCCESS) rc = clSetKernelArg(k, 0, sizeof(cl_mem), &t->bits);
-  if (rc == CL_SUCCESS) rc = clSetKernelArg(k, 1, sizeof(cl_mem), &t->d0);
-  if (rc == CL_SUCCESS) rc = clSetKernelArg(k, 2, sizeof(cl_mem), &t->host);
-  if (rc == CL_SUCCESS) rc = clSetKernelArg(k, 3, sizeof(cl_mem), &t->dev);
-  if (rc == CL_SUCCESS) rc = clSetKernelArg(k, 4, sizeof(cl_mem), &t->host);
-  if (rc == CL_SUCCESS) rc = clSetKernelArg(k, 5, sizeof ticket, &ticket);
-  if (rc == CL_SUCCESS) rc = clSetKernelArg(k, 6, sizeof spins, &spins);
-  if (rc == CL_SUCCESS) rc = clEnqueueNDRangeKernel(c->queue, k, 1, NULL, &global, &local, 0, NULL, &t->running);
-  if (rc == CL_SUCCESS) rc = clFlush(c->queue);
+  int rc = bml__submit_token(c->queue, t->build->token, t->bits, t->d0, t->host, t->dev, TOKEN_HEAD, ticket, t->spins,
+                             t->nwg * local, local, &t->running);
   if (rc != CL_SUCCESS && t->running) bml__token_park(t);
   if (rc == CL_SUCCESS) {
     t->ticket0 = ticket;
@@ -94,11 +85,11 @@ static cl_int reap(bml_token *t, bool *started) {
   cl_int state = CL_QUEUED;
   if (started) *started = true;
   if (!t->running) return CL_SUCCESS;
-  cl_int rc = clGetEventInfo(t->running, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof state, &state, NULL);
+  cl_int rc = bml__submit_state(t->running, &state);
   if (started) *started = rc != CL_SUCCESS || state <= CL_RUNNING;
   if (rc == CL_SUCCESS && state > CL_COMPLETE) return CL_SUCCESS; /* still running */
   if (rc == CL_SUCCESS && state < 0) rc = state;
-  clReleaseEvent(t->running);
+  bml__submit_release(t->running);
   t->running = NULL;
   bml__worker_set_resident(t->w, NULL);
   return rc;
@@ -184,7 +175,7 @@ static int run_resident(bml_token *t, size_t g, double sec[BML_TOKEN_PHASES]) {
     return 0;
   }
   cl_int state = 0;
-  if (t->running) clGetEventInfo(t->running, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof state, &state, NULL);
+  if (t->running) bml__submit_state(t->running, &state);
   bml__debug(BML_CAT_WORKER, "a token's group %zu: %s%s (%d); tickets: asked %u, done %u, given up %u; launch %u, "
              "its state %d, %zu work-groups, %u spins", g, rc == 0 ? "the card gave up waiting for it, every launch" : "",
              rc == 0 ? "" : bml_err_name(rc), rc, t->h[TOKEN_REQ], t->h[TOKEN_DONE], t->h[TOKEN_EXIT], t->launch,

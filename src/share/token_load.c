@@ -4,6 +4,7 @@
 #include "card/card.h"
 #include "card/kernels.h"
 #include "card/slab.h"
+#include "card/submit.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -32,9 +33,9 @@ static int upload_group(bml_token *t, size_t g, size_t rb0) {
   int rc = bits && d0 ? 0 : BML_ENOMEM;
   if (rc == 0) {
     bml__card_repack(parts, 0, rows, nb, bits, d0);
-    rc = clEnqueueWriteBuffer(t->card->queue, t->bits, CL_TRUE, rb0 * 16, rb * 16, bits, 0, NULL, NULL);
+    rc = bml__submit_write(t->card->queue, t->bits, rb0 * 16, rb * 16, bits);
   }
-  if (rc == 0) rc = clEnqueueWriteBuffer(t->card->queue, t->d0, CL_TRUE, rb0 * sizeof *d0, rb * sizeof *d0, d0, 0, NULL, NULL);
+  if (rc == 0) rc = bml__submit_write(t->card->queue, t->d0, rb0 * sizeof *d0, rb * sizeof *d0, d0);
   free(bits);
   free(d0);
   return rc;
@@ -86,16 +87,11 @@ int bml__token_load(bml_token *t) {
   cl_int rc = CL_SUCCESS;
   uint32_t *words = calloc(1, dev_bytes);
   if (!words) return BML_ENOMEM;
-  t->bits = clCreateBuffer(c->ctx, CL_MEM_READ_ONLY, rb * 16, NULL, &rc);
-  if (rc == CL_SUCCESS) t->d0 = clCreateBuffer(c->ctx, CL_MEM_READ_ONLY, rb * sizeof(float), NULL, &rc);
-  if (rc == CL_SUCCESS) t->dev = clCreateBuffer(c->ctx, CL_MEM_READ_WRITE, dev_bytes, NULL, &rc);
-  if (rc == CL_SUCCESS)
-    t->host = c->create_buffer_nv
-                  ? c->create_buffer_nv(c->ctx, CL_MEM_READ_WRITE, BML_MEM_LOCATION_HOST_NV | BML_MEM_PINNED_NV,
-                                        host_bytes, NULL, &rc)
-                  : clCreateBuffer(c->ctx, CL_MEM_READ_WRITE | CL_MEM_ALLOC_HOST_PTR, host_bytes, NULL, &rc);
-  if (rc == CL_SUCCESS)
-    t->h = clEnqueueMapBuffer(c->queue, t->host, CL_TRUE, CL_MAP_READ | CL_MAP_WRITE, 0, host_bytes, 0, NULL, NULL, &rc);
+  t->bits = bml__submit_buffer(c, CL_MEM_READ_ONLY, rb * 16, &rc);
+  if (rc == CL_SUCCESS) t->d0 = bml__submit_buffer(c, CL_MEM_READ_ONLY, rb * sizeof(float), &rc);
+  if (rc == CL_SUCCESS) t->dev = bml__submit_buffer(c, CL_MEM_READ_WRITE, dev_bytes, &rc);
+  if (rc == CL_SUCCESS) t->host = bml__submit_host_buffer(c, host_bytes, &rc);
+  if (rc == CL_SUCCESS) t->h = bml__submit_map(c->queue, t->host, host_bytes, &rc);
   if (rc == CL_SUCCESS) {
     t->card_bytes = bytes;
     bml__worker_token_hold(t->w, (int64_t)bytes);
@@ -113,7 +109,7 @@ int bml__token_load(bml_token *t) {
     rb0 += group_rb(t, g);
   }
   if (rc == CL_SUCCESS)
-    rc = clEnqueueWriteBuffer(c->queue, t->dev, CL_TRUE, 0, dev_bytes, words, 0, NULL, NULL);
+    rc = bml__submit_write(c->queue, t->dev, 0, dev_bytes, words);
   free(words);
   if (rc != CL_SUCCESS) {
     bml__debug(BML_CAT_WORKER, "a token of %zu groups cannot be put on the card: %s (%d); it runs as batches",
