@@ -22,6 +22,15 @@
 static bml_pool *pool;
 static char dir[64];
 
+/* The quick oracle, the default tunables and a pool of two threads: each
+ * test's process, and each racer's (below).  0, or the pool's error. */
+static int quick_opens(void) {
+  bml__oracle_hooks h = {.quick = true};
+  bml__oracle_set_hooks(&h);
+  bml__tune_disable(true);
+  return bml_pool_open(2, &pool);
+}
+
 /* Each test: its own cache directory, the quick oracle, the default
  * tunables (a tuning measured in each fresh directory would take long). */
 static void setup(void) {
@@ -36,10 +45,7 @@ static void setup(void) {
   snprintf(dir, sizeof dir, "/tmp/bankml-cl-cache-XXXXXX");
   cr_assert_not_null(mkdtemp(dir));
   setenv("BANKML_CACHE_DIR", dir, 1);
-  bml__oracle_hooks h = {.quick = true};
-  bml__oracle_set_hooks(&h);
-  bml__tune_disable(true);
-  cr_assert_eq(bml_pool_open(2, &pool), 0);
+  cr_assert_eq(quick_opens(), 0);
 }
 
 static void teardown(void) {
@@ -404,13 +410,49 @@ Test(cache, hooks_that_change_the_open_bypass_the_cache) {
 
 static json_t *racer_key(int racer, int k) { return json_pack("{s:i, s:i}", "racer", racer, "k", k); }
 
-/* Forks RACERS processes, each exiting with child(its number). */
-static void race(pid_t *pid, int (*child)(int racer)) {
+/* The racers' work, by name: each returns the racer's exit status. */
+static int store_entries(int racer);
+static int open_worker(int racer);
+static const struct {
+  const char *name;
+  int (*run)(int racer);
+} racer_jobs[] = {{"store", store_entries}, {"open", open_worker}};
+
+/* Starts RACERS processes, each exiting with job(its number).  Each is this
+ * program run afresh (racer_main, below, takes it before Criterion's main):
+ * a child that went on from fork() in this process, which has threads (the
+ * pool's, Criterion's), could inherit a lock that another thread held at the
+ * fork, as AddressSanitizer's allocator lock is, and wait for it forever. */
+static void race(pid_t *pid, const char *job) {
   for (int r = 0; r < RACERS; r++) {
+    char spec[32];
+    snprintf(spec, sizeof spec, "%s:%d", job, r);
+    cr_assert_eq(setenv("BML_TEST_CACHE_RACER", spec, 1), 0);
     pid[r] = fork();
     cr_assert_geq(pid[r], 0);
-    if (pid[r] == 0) _exit(child(r));
+    if (pid[r] == 0) {
+      execl("/proc/self/exe", "test_cache", (char *)NULL);
+      _exit(126);
+    }
   }
+  unsetenv("BML_TEST_CACHE_RACER");
+}
+
+/* A racer's process: BML_TEST_CACHE_RACER names its job and number; the
+ * test that started it set the cache directory and the variables. */
+__attribute__((constructor)) static void racer_main(void) {
+  const char *spec = getenv("BML_TEST_CACHE_RACER");
+  if (!spec) return;
+  const char *colon = strchr(spec, ':');
+  if (!colon || quick_opens() != 0) _exit(125);
+  for (size_t i = 0; i < sizeof racer_jobs / sizeof racer_jobs[0]; i++)
+    if (strncmp(spec, racer_jobs[i].name, (size_t)(colon - spec)) == 0 &&
+        racer_jobs[i].name[colon - spec] == '\0') {
+      const int rc = racer_jobs[i].run(atoi(colon + 1));
+      bml_pool_close(pool);
+      _exit(rc);
+    }
+  _exit(125);
 }
 
 /* STORES entries of its own: 0, or 1 when a store failed. */
@@ -428,7 +470,7 @@ static int store_entries(int racer) {
  * finds a whole file, and every entry stays. */
 Test(cache, two_processes_storing_at_once_keep_each_others_entries) {
   pid_t pid[RACERS];
-  race(pid, store_entries);
+  race(pid, "store");
   int reads = 0, torn = 0;
   for (bool done = false; !done; reads++) {
     int status;
@@ -472,10 +514,10 @@ static int open_worker(int racer) {
 
 /* Two processes open workers on one fresh cache at once: both verify,
  * both store, and the file holds one good verdict that a third open takes.
- * (The children are forked before this process uses OpenCL.) */
+ * (Each is a process of its own: race.) */
 Test(cache, two_processes_opening_at_once_leave_one_good_verdict) {
   pid_t pid[RACERS];
-  race(pid, open_worker);
+  race(pid, "open");
   int status[RACERS];
   for (int r = 0; r < RACERS; r++) cr_assert_eq(waitpid(pid[r], &status[r], 0), pid[r]);
   if (WIFEXITED(status[0]) && WEXITSTATUS(status[0]) == 3)
