@@ -937,18 +937,17 @@ static inline __global const uint *bml_desc_of(__global const uint *desc, uint n
   return desc + BML_DESC_WORDS * lo;
 }
 
-/* The batch's record at d as a product, its activation in act. */
-static inline bml_prod bml_record(__global const uint *d, __global const uint4 *bits, __global const float *d0,
-                                  __global const char *act, __global float *out_base) {
-  const uint nb = d[2];
-  BML_ACTIVATION(act, d[5], nb * 128u);
-  const bml_prod p = {bits, d0, q, d1, out_base + d[6], d[3], d[4], d[1], nb};
-  return p;
-}
+/* The batch's record d as the product p, its activation in act: declared
+ * in place, as a helper that returned the struct would hand it back through
+ * a noalias pointer, and inlining that leaves an LLVM intrinsic that some
+ * OpenCL implementations do not know (Oclgrind refuses the kernel). */
+#define BML_RECORD(d, act)                                                     \
+  BML_ACTIVATION((act), (d)[5], (d)[2] * 128u);                                \
+  const bml_prod p = {bits, d0, q, d1, out_base + (d)[6], (d)[3], (d)[4], (d)[1], (d)[2]}
 
 #define BML_BATCHED(lr, rpt, lpt)                                                                                  \
   __global const uint *d_ = bml_desc_of((__global const uint *)(act_base + desc_off), ndesc, get_group_id(0)); \
-  const bml_prod p = bml_record(d_, bits, d0, act_base, out_base);                                             \
+  BML_RECORD(d_, act_base);                                                                                    \
   const bml_lmem lm = {tab, dtab, jtab, ssh};                                                                  \
   bml_lanes(&p, &lm, (lr), (rpt), (lpt), get_group_id(0) - d_[0], d_[7])
 
@@ -1080,7 +1079,7 @@ void q1_0_token(__global const uint4 *restrict bits, __global const float *restr
     __global const uint *desc = dev + gt[0];
     for (uint v = wg; v < gt[2]; v += nwg) {
       __global const uint *d_ = bml_desc_of(desc, gt[1], v);
-      const bml_prod p = bml_record(d_, bits, d0, (__global const char *)dev, out_base);
+      BML_RECORD(d_, (__global const char *)dev);
       const bml_lmem lm = {tab, dtab, jtab, ssh};
       bml_lanes(&p, &lm, BML_LRROWS, BML_LRRPT, BML_LRLPT, v - d_[0], d_[7]);
     }
