@@ -38,6 +38,8 @@ typedef struct {
   cl_kernel probe;
   size_t kernel_wg[BML_KERNEL_COUNT]; /* CL_KERNEL_WORK_GROUP_SIZE of each kernel: what it may run */
   bool emulated_fma;
+  bool remember;        /* built from source: its binary is remembered at its release (program.c) */
+  uint64_t binary_key;  /* the key it is remembered under */
   char options[512]; /* the exact options it was built with */
 } bml__build;
 

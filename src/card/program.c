@@ -378,16 +378,18 @@ static cl_int program_from_binary(bml__card *c, const bml__oracle_hooks *test, b
   return rc;
 }
 
-/* Remembers the built program's binary under its options (nothing where
- * the driver gives none). */
-static void remember_binary(const bml__card *c, const bml__oracle_hooks *test, const bml__build *b) {
+/* Remembers b's program binary under b->binary_key (nothing where the
+ * driver gives none).  Called at the build's release, after the open's
+ * checks and the work have run its kernels: a driver that compiles a
+ * kernel when it first runs (PoCL) puts what it compiled in the binary,
+ * so that the next process compiles nothing; taken right after the build,
+ * PoCL's binary made the second open 1.3-1.8 s, the third 0.2. */
+static void remember_binary(const bml__build *b) {
   size_t len = 0;
-  if (!c->ident || clGetProgramInfo(b->program, CL_PROGRAM_BINARY_SIZES, sizeof len, &len, NULL) != CL_SUCCESS ||
-      len == 0)
-    return;
+  if (clGetProgramInfo(b->program, CL_PROGRAM_BINARY_SIZES, sizeof len, &len, NULL) != CL_SUCCESS || len == 0) return;
   unsigned char *bin = malloc(len);
   if (bin && clGetProgramInfo(b->program, CL_PROGRAM_BINARIES, sizeof bin, &bin, NULL) == CL_SUCCESS)
-    bml__cache_binary_write(binary_key(c, b->options, bml__card_sources_hash(c, test)), bin, len);
+    bml__cache_binary_write(b->binary_key, bin, len);
   free(bin);
 }
 
@@ -433,7 +435,10 @@ static int build(bml__card *c, bool emulate, const bml__oracle_hooks *test, bool
     *log = describe_failure(why, rc, b->options, NULL);
     goto fail;
   }
-  if (cached && !*from_binary) remember_binary(c, test, b);
+  if (cached && !*from_binary && c->ident) { /* remembered at its release: remember_binary */
+    b->remember = true;
+    b->binary_key = binary_key(c, b->options, bml__card_sources_hash(c, test));
+  }
   bml__debug(BML_CAT_BUILD, "built %scl/q1_0.cl for \"%s\"%s with: %s", c->nvidia_build ? "cl/nvidia.cl and " : "", c->name,
              *from_binary ? " from its remembered binary" : "", b->options);
   return 0;
@@ -464,6 +469,7 @@ void bml__build_release(bml__build *b) {
     if (b->batched[k]) clReleaseKernel(b->batched[k]);
   if (b->token) clReleaseKernel(b->token);
   if (b->probe) clReleaseKernel(b->probe);
+  if (b->program && b->remember) remember_binary(b);
   if (b->program) clReleaseProgram(b->program);
   memset(b, 0, sizeof *b);
 }
