@@ -15,6 +15,7 @@
 
 #include "logbuf.h"
 #include "base/bml.h"
+#include "base/hooks.h"
 #include "golden.h"
 #include "poolgate.h"
 #include "base/util.h"

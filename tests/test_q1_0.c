@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "base/bml.h"
+#include "base/hooks.h"
 #include "golden.h"
 #include "cpu/q1_0.h"
 #include "cpu/gen.h"

@@ -55,6 +55,17 @@ bool bml__oracle_hooks_cacheable(void);
 void bml__oracle_set_hooks(const bml__oracle_hooks *h);
 const bml__oracle_hooks *bml__oracle_get_hooks(void);
 
+/* ---- the CPU's (cpu/) --------------------------------------------------------- */
+/* Forces a CPU kernel by name (NULL: back to automatic, BANKML_CPU_PATH
+ * or the best this CPU supports).  Returns 0, BML_EINVAL (no such kernel
+ * in this build) or BML_ENOTSUP (this CPU cannot run it).  Not thread-safe
+ * against running products. */
+int bml__q1_0_kernel_force(const char *name);
+/* While held, p's helper threads join no job, as if descheduled (each
+ * waits once it has noticed a job); the caller computes every row.  Not
+ * for two tests at once on one pool. */
+void bml__pool_hold_helpers(bml_pool *p, bool hold);
+
 /* ---- a worker's (share/) ------------------------------------------------------- */
 /* Test hooks: faults on demand, and the kernel the worker launches. */
 typedef struct {

@@ -1,5 +1,6 @@
 /* cpu.c -- picks the CPU kernel at run time (the best path this CPU runs, or one forced for tests) and runs the public products on it. */
 #include "base/bml.h"
+#include "base/hooks.h"
 #include "base/env.h"
 #include "base/log.h"
 #include "cpu/q1_0.h"

@@ -5,6 +5,7 @@
 #include "cpu/pool.h"
 #include "cpu/pool_int.h"
 #include "base/bml.h"
+#include "base/hooks.h"
 #include "base/env.h"
 #include "base/fork.h"
 #include "base/log.h"

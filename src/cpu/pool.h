@@ -22,10 +22,6 @@ double bml__pool_wake_seconds(const bml_pool *p);
 /* The helper threads asleep in the kernel now (after about 1 ms idle): a
  * job started now waits about bml__pool_wake_seconds for them. */
 int bml__pool_asleep(const bml_pool *p);
-/* For tests: while held, the helper threads join no job, as if
- * descheduled (each waits once it has noticed a job); the caller computes
- * every row.  Not for two tests at once on one pool. */
-void bml__pool_hold_helpers(bml_pool *p, bool hold);
 /* Jobs the pool has run on more than one thread (for tests). */
 unsigned long bml__pool_runs(bml_pool *p);
 /* Rows of one product for bml__pool_mat_vec_many: rows [0, rows) of w

@@ -22,10 +22,6 @@ const bml__q1_0_kernel *const *bml__q1_0_kernels(void);
 /* The kernel in use: the one forced by bml__q1_0_kernel_force() or
  * BANKML_CPU_PATH, else the best this CPU supports.  Never NULL. */
 const bml__q1_0_kernel *bml__q1_0_kernel_active(void);
-/* Forces a kernel by name for tests and benchmarks (NULL: back to automatic).
- * Returns 0, BML_EINVAL (no such kernel in this build) or BML_ENOTSUP (this
- * CPU cannot run it).  Not thread-safe against running products. */
-int bml__q1_0_kernel_force(const char *name);
 
 extern const bml__q1_0_kernel bml__q1_0_ref;
 #ifdef BML_HAVE_AVX2
