@@ -399,6 +399,11 @@ int bml__oracle_verify_card(bml__card *c, const bml__device *d, size_t index, co
   if (emulated_built) check_build(&v, c, &emulated, g, ng, quick);
   rc = v.failed ? BML_EVERIFY : 0;
 done:
+  /* only the build a later open uses is worth its binary: a driver that
+   * compiles every kernel to give one (PoCL: 4-12 s a build) would spend
+   * it on the other build, and on a refused card's, for nothing */
+  if (rc != 0 || v.failed || !native_ok) native.remember = false;
+  if (rc != 0 || v.failed || native_ok) emulated.remember = false;
   if (rc == 0 && use) {
     *use = native_ok ? native : emulated;
     memset(native_ok ? &native : &emulated, 0, sizeof native);
