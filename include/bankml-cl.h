@@ -528,7 +528,10 @@ typedef struct bml_token bml_token;
  * one group (Q, K and V; gate and up).  The token keeps its own copy of
  * the products: their weights must stay valid and unchanged until
  * bml_token_close (as bml_worker_begin asks of a matrix); each run of a
- * group reads its products' act and writes their out.  The token's
+ * group reads its products' act and writes their out.  A product's out
+ * may be NULL: the token then keeps its results, where the card wrote
+ * them when the group ran resident (nothing copied), and bml_token_out
+ * gives them.  The token's
  * matrices go to the card at its first run (and count against the
  * worker's limit; where they do not fit, the groups run as batches).
  * Returns 0 and *out, or BML_EINVAL, BML_ESHAPE (a product's arguments,
@@ -554,6 +557,13 @@ BML_EXTERN int bml_token_resident(const bml_token *t);
  * BML_EBUSY (another thread is inside a call of the worker's), BML_ESTATE
  * (the worker was closed), or what bml_worker_mat_vec_batch returns. */
 BML_EXTERN int bml_token_run(bml_token *t, size_t g);
+
+/* The results of t's product i, whose out was NULL, from the last
+ * bml_token_run of t, which ran its group: its rows floats, valid until
+ * the next bml_token_run of t or bml_token_close, for reading only.  NULL
+ * where t is NULL, i is not a product of t, its out was not NULL, the last
+ * run was another group's, or it failed.  Cannot fail otherwise. */
+BML_EXTERN const float *bml_token_out(const bml_token *t, size_t i);
 
 /* Frees t and what it holds on the card.  NULL-safe. */
 BML_EXTERN void bml_token_close(bml_token *t);

@@ -124,8 +124,31 @@ static long long on_card(bml_worker *w) {
   return n;
 }
 
-static void run_all(bml_token *t) {
-  for (size_t g = 0; g < bml_token_groups(t); g++) cr_assert_eq(bml_token_run(t, g), 0, "group %zu", g);
+/* Every other product's results kept by the token (its out NULL): read
+ * through bml_token_out after its group's run (run_group), the others
+ * written to their out. */
+static void keep_some(model *m) {
+  for (size_t i = 1; i < PRODUCTS; i += 2) m->p[i].out = NULL;
+}
+
+/* Runs group g of t on m's products; a kept result copied to m->out
+ * (expect_exact compares it), none of another group's given. */
+static void run_group(bml_token *t, model *m, size_t g) {
+  cr_assert_eq(bml_token_run(t, g), 0, "group %zu", g);
+  for (size_t i = 0; i < PRODUCTS; i++) {
+    const float *r = bml_token_out(t, i);
+    const bool in = i >= bml_token_group_first(t, g) && i < bml_token_group_first(t, g + 1);
+    if (m->p[i].out || !in) {
+      cr_expect_null(r, "group %zu: product %zu's results given (%s)", g, i, m->p[i].out ? "its own out" : "another group");
+      continue;
+    }
+    cr_assert_not_null(r, "group %zu: product %zu's kept results", g, i);
+    memcpy(m->out[i], r, m->p[i].rows * sizeof *r);
+  }
+}
+
+static void run_all(bml_token *t, model *m) {
+  for (size_t g = 0; g < bml_token_groups(t); g++) run_group(t, m, g);
 }
 
 Test(token, groups_are_the_products_that_share_an_activation) {
@@ -149,11 +172,12 @@ Test(token_debug, a_resident_token_gives_the_cpu_bits_in_order_and_out_of_order)
   cr_expect(strstr(logged, "a decode's token resident on the card, ") != NULL, "%s", logged);
   model m;
   make_model(&m, 256, 2);
+  keep_some(&m);
   bml_token *t = NULL;
   cr_assert_eq(bml_worker_token_open(w, m.p, PRODUCTS, &t), 0);
   const long long before = on_card(w);
   for (int token = 0; token < 3; token++) {
-    run_all(t);
+    run_all(t, &m);
     expect_exact(&m, "in order");
   }
   cr_expect(bml_token_resident(t), "the token left the card");
@@ -164,8 +188,8 @@ Test(token_debug, a_resident_token_gives_the_cpu_bits_in_order_and_out_of_order)
    * that starts at once) */
   cr_expect_eq(bml__token_launches(t), 3, "launches for 3 tokens");
   /* backwards, and a group twice: new launches, the same bits */
-  for (size_t g = bml_token_groups(t); g-- > 0;) cr_assert_eq(bml_token_run(t, g), 0);
-  cr_assert_eq(bml_token_run(t, 4), 0);
+  for (size_t g = bml_token_groups(t); g-- > 0;) run_group(t, &m, g);
+  run_group(t, &m, 4);
   expect_exact(&m, "out of order");
   cr_expect(bml_token_resident(t));
   cr_expect_eq(bml__token_launches(t), 5, "launches after the group run twice");
@@ -180,11 +204,12 @@ Test(token, the_workers_own_products_and_a_release_between_groups_keep_every_bit
   bml_worker *w = open_worker();
   model m, other;
   make_model(&m, 256, 3);
+  keep_some(&m);
   make_model(&other, 128, 4);
   bml_token *t = NULL;
   cr_assert_eq(bml_worker_token_open(w, m.p, PRODUCTS, &t), 0);
   for (size_t g = 0; g < bml_token_groups(t); g++) {
-    cr_assert_eq(bml_token_run(t, g), 0);
+    run_group(t, &m, g);
     if (g == 2) cr_assert_eq(bml_worker_mat_vec_batch(w, other.p, PRODUCTS), 0);
     if (g == 5) bml_worker_release(w);
   }
@@ -206,10 +231,11 @@ Test(token, a_card_whose_resident_token_gives_other_bits_runs_tokens_as_batches)
             "%s", logged);
   model m;
   make_model(&m, 256, 5);
+  keep_some(&m);
   bml_token *t = NULL;
   cr_assert_eq(bml_worker_token_open(w, m.p, PRODUCTS, &t), 0);
   cr_expect_not(bml_token_resident(t));
-  run_all(t);
+  run_all(t, &m);
   expect_exact(&m, "as batches");
   bml_token_close(t);
   free_model(&m);
@@ -230,10 +256,17 @@ Test(token, bad_arguments_are_refused_and_a_closed_worker_runs_nothing) {
   cr_expect_eq(bml_worker_token_open(w, bad, 2, &t), BML_ESHAPE);
   bad[1] = m.p[1], bad[1].out = (float *)m.p[1].act; /* results over the activation */
   cr_expect_eq(bml_worker_token_open(w, bad, 2, &t), BML_EINVAL);
+  bad[1] = m.p[1], bad[1].out = NULL, bad[1].n = 100; /* kept results: the shape is checked all the same */
+  cr_expect_eq(bml_worker_token_open(w, bad, 2, &t), BML_ESHAPE);
+  bad[1].n = m.p[1].n, bad[1].act = NULL;
+  cr_expect_eq(bml_worker_token_open(w, bad, 2, &t), BML_EINVAL);
   cr_assert_eq(bml_worker_token_open(w, m.p, PRODUCTS, &t), 0);
   cr_expect_eq(bml_token_run(t, bml_token_groups(t)), BML_EINVAL);
   cr_expect_eq(bml_token_run(NULL, 0), BML_EINVAL);
   cr_assert_eq(bml_token_run(t, 0), 0);
+  cr_expect_null(bml_token_out(NULL, 0));
+  cr_expect_null(bml_token_out(t, 0), "a product with an out of its own");
+  cr_expect_null(bml_token_out(t, PRODUCTS), "no such product");
   bml_worker_close(w); /* before the token: it runs nothing more */
   cr_expect_eq(bml_token_run(t, 1), BML_ESTATE);
   cr_expect_eq(bml_token_groups(NULL), 0);
@@ -266,15 +299,16 @@ static void learn_where(double card_s, double cpu_s, bool card_wins) {
   bml__worker_set_hooks(w, &h);
   model m;
   make_model(&m, 128, 7);
+  keep_some(&m);
   bml_token *t = NULL;
   cr_assert_eq(bml_worker_token_open(w, m.p, PRODUCTS, &t), 0);
   cr_assert(bml_token_resident(t), "the card cannot keep a token here: the trials need it");
   for (int token = 0; token < 11; token++) {
-    run_all(t);
+    run_all(t, &m);
     expect_exact(&m, "while learning");
   }
   const long long cpu = counter(w, "products_on_cpu_decided"), card = counter(w, "products_on_card");
-  run_all(t);
+  run_all(t, &m);
   expect_exact(&m, "learnt");
   cr_expect_eq(counter(w, "products_on_cpu_decided") - cpu, card_wins ? 0 : PRODUCTS, "on the CPU");
   cr_expect_eq(counter(w, "products_on_card") - card, card_wins ? PRODUCTS : 0, "on the card");
@@ -295,14 +329,15 @@ Test(token, a_failure_on_the_card_sends_the_token_to_batches_exactly) {
   bml_worker *w = open_worker();
   model m;
   make_model(&m, 256, 8);
+  keep_some(&m);
   bml_token *t = NULL;
   cr_assert_eq(bml_worker_token_open(w, m.p, PRODUCTS, &t), 0);
-  run_all(t);
+  run_all(t, &m);
   cr_assert(bml_token_resident(t), "the card cannot keep a token here: nothing to fail");
   bml__worker_hooks h = {.kernel = BML_KERNEL_COUNT, .fail_tokens = 1};
   bml__worker_set_hooks(w, &h);
   for (int token = 0; token < 2; token++) {
-    run_all(t);
+    run_all(t, &m);
     expect_exact(&m, "after a failure");
   }
   cr_expect_not(bml_token_resident(t));

@@ -122,13 +122,28 @@ static int await(bml_token *t, uint32_t ticket) {
   }
 }
 
-/* The group's results, from host memory into its products' outputs. */
-static void scatter(const bml_token *t, size_t g) {
+/* The group's results, from host memory into its products' outputs (those
+ * the token keeps stay there: bml_token_out). */
+static void scatter(bml_token *t, size_t g) {
   const float *at = (const float *)((const char *)t->h + t->out_at);
+  t->last = at;
   for (size_t i = t->first[g]; i < t->first[g + 1]; i++) {
-    memcpy(t->p[i].out, at, t->p[i].rows * sizeof *at);
+    if (t->p[i].out) memcpy(t->p[i].out, at, t->p[i].rows * sizeof *at);
     at += t->p[i].rows;
   }
+}
+
+/* Group g's products as the CPU or a batch computes them: a kept result
+ * into t->kept, at its place in the group's rows. */
+static size_t group_products(bml_token *t, size_t g, bml_product *q) {
+  size_t np = 0, at = 0;
+  for (size_t i = t->first[g]; i < t->first[g + 1]; i++, np++) {
+    q[np] = t->p[i];
+    if (!q[np].out) q[np].out = t->kept + at;
+    at += t->p[i].rows;
+  }
+  t->last = t->kept;
+  return np;
 }
 
 /* The ticket after `ticket`, back to 1 past TOKEN_TICKET_MOST (a launch
@@ -187,10 +202,10 @@ static int run_resident(bml_token *t, size_t g, double sec[BML_TOKEN_PHASES]) {
 
 /* Group g on the worker's pool alone. */
 static int run_cpu(bml_token *t, size_t g) {
+  bml_product q[16];
   bml__cpu_piece pc[16];
-  size_t np = 0;
-  for (size_t i = t->first[g]; i < t->first[g + 1]; i++)
-    pc[np++] = (bml__cpu_piece){t->p[i].wts, t->p[i].rows, t->p[i].n, t->p[i].act, t->p[i].out};
+  const size_t np = group_products(t, g, q);
+  for (size_t i = 0; i < np; i++) pc[i] = (bml__cpu_piece){q[i].wts, q[i].rows, q[i].n, q[i].act, q[i].out};
   return bml__pool_mat_vec_many(bml__worker_pool(t->w), pc, np, NULL, NULL, NULL);
 }
 
@@ -230,6 +245,21 @@ static void learn(bml_token *t, size_t g, int ran, double seconds) {
 
 /* ---- the calls ------------------------------------------------------------- */
 
+/* Room for the results of t's largest group (rows that could not be in
+ * memory give NULL, as a failed allocation). */
+static float *keep_room(const bml_token *t) {
+  size_t most = 0;
+  for (size_t g = 0; g < t->ngroups; g++) {
+    size_t rows = 0;
+    for (size_t i = t->first[g]; i < t->first[g + 1]; i++) {
+      if (rows > SIZE_MAX / sizeof(float) - t->p[i].rows) return NULL;
+      rows += t->p[i].rows;
+    }
+    if (rows > most) most = rows;
+  }
+  return malloc(most * sizeof(float));
+}
+
 /* Links t into (or out of) its worker's list. */
 static void link_token(bml_token *t, bool add) {
   bml_token **head = bml__worker_tokens(t->w);
@@ -246,10 +276,14 @@ int bml_worker_token_open(bml_worker *w, const bml_product *products, size_t cou
   if (!out) return BML_EINVAL;
   *out = NULL;
   if (!w || !products || count == 0) return BML_EINVAL;
+  bool keeps = false; /* a product whose results the token keeps (its out NULL) */
   for (size_t i = 0; i < count; i++) {
     const bml_product *p = &products[i];
-    int rc = p->name ? bml__q1_0_check(p->wts, p->rows, p->n, p->act, p->out) : BML_EINVAL;
+    int rc = !p->name ? BML_EINVAL
+             : p->out ? bml__q1_0_check(p->wts, p->rows, p->n, p->act, p->out)
+                      : bml__q1_0_check_shape(p->wts, p->rows, p->n, p->act);
     if (rc != 0) return rc;
+    keeps = keeps || !p->out;
   }
   bml_token *t = calloc(1, sizeof *t);
   if (!t) return BML_ENOMEM;
@@ -268,6 +302,10 @@ int bml_worker_token_open(bml_worker *w, const bml_product *products, size_t cou
   }
   memcpy(t->p, products, count * sizeof *t->p);
   count_groups(products, count, t->first);
+  if (keeps && (t->kept = keep_room(t)) == NULL) {
+    bml_token_close(t);
+    return BML_ENOMEM;
+  }
   if (!bml__worker_enter(w)) {
     bml_token_close(t);
     return BML_EBUSY;
@@ -299,6 +337,7 @@ int bml_token_run(bml_token *t, size_t g) {
   if (t->resident && bml__worker_token_card(w, &t->build, &t->nwg, &t->spins) != t->card) t->resident = false;
   const int at = where(t, g);
   const double t0 = bml__now();
+  t->last = NULL;
   double sec[BML_TOKEN_PHASES] = {0};
   int rc = 1;
   if (at == WHERE_CARD) {
@@ -316,7 +355,12 @@ int bml_token_run(bml_token *t, size_t g) {
     if (rc == 0) bml__worker_token_ran(w, count, BML_EVERIFY, sec); /* the CPU's by decision */
   }
   const int ran = rc == 0 ? at : WHERE_BATCH;
-  if (rc != 0 && at != WHERE_CPU && !t->check_only) rc = bml__worker_batch_entered(w, p, count);
+  if (rc != 0 && at != WHERE_CPU && !t->check_only) {
+    bml_product q[16];
+    rc = bml__worker_batch_entered(w, t->kept ? q : p, t->kept ? group_products(t, g, q) : count);
+  }
+  t->last_group = g;
+  if (rc != 0) t->last = NULL;
   if (rc == 1) rc = BML_ENOTSUP; /* check only: not resident here */
   if (rc == 0) learn(t, g, ran, bml__now() - t0);
   bml__worker_leave(w);
@@ -339,5 +383,15 @@ void bml_token_close(bml_token *t) {
   free(t->where);
   free(t->times);
   free(t->tried);
+  free(t->kept);
   free(t);
+}
+
+const float *bml_token_out(const bml_token *t, size_t i) {
+  if (!t || i >= t->count || t->p[i].out || !t->last) return NULL;
+  const size_t g = t->last_group;
+  if (i < t->first[g] || i >= t->first[g + 1]) return NULL;
+  const float *at = t->last;
+  for (size_t k = t->first[g]; k < i; k++) at += t->p[k].rows;
+  return at;
 }

@@ -49,6 +49,10 @@ struct bml_token {
   float *times;     /* TRIALS card times, then TRIALS CPU times, per group (seconds) */
   uint8_t *tried;   /* runs timed so far, per group */
   bool check_only;  /* resident or nothing (bml__token_check_only) */
+  /* results the token keeps (products whose out is NULL: bml_token_out) */
+  float *kept;        /* a group's rows at most, for runs not resident; NULL: none kept */
+  const float *last;  /* where the last run's group's results are (NULL: none yet) */
+  size_t last_group;  /* that group */
   bml_token *link;  /* the worker's list of tokens */
 };
 
