@@ -161,7 +161,7 @@ int bench_random_operands_seeded(size_t rows, size_t n, uint64_t variant, bml_bl
 double bench_now_ms(void);
 /* Whether got's rows are want's, bit for bit (NaN payloads too: the
  * reference and the product run one kernel order). */
-bool bench_exact(float *got, const float *want, size_t rows);
+bool bench_exact(const float *got, const float *want, size_t rows);
 /* BANKML_TEST_QUICK_BENCH=1, the test suite's own (make check sets it):
  * the card's read bandwidth on 16 MiB instead of up to 1 GiB, so the
  * tests of bench spend their seconds on the products they check.  A

@@ -36,7 +36,9 @@ struct token {
   bml_block_q8_0 **a;  /* one per group */
   float **want;        /* the CPU's results, one per product */
   uint64_t weight_bytes, card_bytes;
-  bml_token *tk;       /* the products as a decode's token (the worker's modes) */
+  bml_token *tk;       /* the products as a decode's token (the worker's modes), its results kept */
+  bool kept_exact;     /* the last round-trip token's results were the CPU's bits */
+  double check_ms;     /* ... and the time their checks took (not the token's) */
 };
 
 static void token_free(struct token *t) {
@@ -121,8 +123,18 @@ static bool token_exact(const struct token *t) {
   return true;
 }
 
+/* The products as a decode's token whose results it keeps (no out). */
+static int token_open(struct token *t, bml_worker *w) {
+  bml_product *kept = malloc(t->nproducts * sizeof *kept);
+  if (!kept) return BML_ENOMEM;
+  for (size_t i = 0; i < t->nproducts; i++) kept[i] = t->p[i], kept[i].out = NULL;
+  int rc = bml_worker_token_open(w, kept, t->nproducts, &t->tk);
+  free(kept); /* the token keeps its own copy */
+  return rc;
+}
+
 /* One token on the CPU alone: each product on the pool. */
-static int run_cpu(const struct token *t, bml_pool *pool, bml_worker *w, bool round_trips) {
+static int run_cpu(struct token *t, bml_pool *pool, bml_worker *w, bool round_trips) {
   (void)w, (void)round_trips;
   for (size_t i = 0; i < t->nproducts; i++) {
     const bml_product *p = &t->p[i];
@@ -135,18 +147,29 @@ static int run_cpu(const struct token *t, bml_pool *pool, bml_worker *w, bool ro
 /* One token through the worker: one batch (pipelined), or its groups one
  * at a time, each returned before the next is asked for (as an engine
  * whose CPU work between the groups needs their results), through a
- * decode's token (bml_token_run). */
-static int run_worker(const struct token *t, bml_pool *pool, bml_worker *w, bool round_trips) {
+ * decode's token (bml_token_run) that keeps its results where the card
+ * wrote them (bml_token_out): each group's are compared with the CPU's
+ * before the next group runs, timed apart (the engine's work, as its own
+ * reading of them is). */
+static int run_worker(struct token *t, bml_pool *pool, bml_worker *w, bool round_trips) {
   (void)pool;
   if (!round_trips) return bml_worker_mat_vec_batch(w, t->p, t->nproducts);
+  t->kept_exact = true;
+  t->check_ms = 0;
   for (size_t g = 0; g < bml_token_groups(t->tk); g++) {
     int rc = bml_token_run(t->tk, g);
     if (rc != 0) return rc;
+    const double t0 = bench_now_ms();
+    for (size_t i = bml_token_group_first(t->tk, g); i < bml_token_group_first(t->tk, g + 1); i++) {
+      const float *r = bml_token_out(t->tk, i);
+      t->kept_exact = t->kept_exact && r && bench_exact(r, t->want[i], t->p[i].rows);
+    }
+    t->check_ms += bench_now_ms() - t0;
   }
   return 0;
 }
 
-typedef int (*token_fn)(const struct token *t, bml_pool *pool, bml_worker *w, bool round_trips);
+typedef int (*token_fn)(struct token *t, bml_pool *pool, bml_worker *w, bool round_trips);
 
 const char *const bench_phase_names[BENCH_PHASES] = {"upload", "launch", "cpu", "wait", "download", "host"};
 
@@ -197,10 +220,11 @@ static int measure(const struct bench_config *cfg, struct token *t, bml_pool *po
   for (long i = 0; rc == 0 && i < cfg->runs; i++) {
     for (size_t k = 0; k < t->nproducts; k++) memset(t->p[k].out, 0xa5, t->p[k].rows * sizeof(float));
     double t0 = bench_now_ms();
+    t->check_ms = 0;
     rc = fn(t, pool, w, round_trips);
-    ms[i] = bench_now_ms() - t0;
+    ms[i] = bench_now_ms() - t0 - t->check_ms;
     total_ms += ms[i];
-    exact &= token_exact(t);
+    exact &= w && round_trips ? t->kept_exact : token_exact(t);
   }
   worker_seconds(w, after);
   struct bench_row row = {.mode = mode, .label = t->m->name, .products = t->nproducts,
@@ -240,7 +264,7 @@ int bench_model_run(const struct bench_config *cfg, struct bench_report *rep, co
   rc = token_init(&t, cfg->model);
   if (rc == 0 && (rc = token_reference(&t)) != 0)
     fprintf(stderr, "bankml-cl bench --model %s: the reference: %s\n", cfg->model->name, bml_strerror(rc));
-  if (rc == 0 && w && (rc = bml_worker_token_open(w, t.p, t.nproducts, &t.tk)) != 0)
+  if (rc == 0 && w && (rc = token_open(&t, w)) != 0)
     fprintf(stderr, "bankml-cl bench --model %s: the token: %s\n", cfg->model->name, bml_strerror(rc));
   /* the rows keep these names: string constants, not buffers */
   bool card = strcmp(mode, "card") == 0;
