@@ -163,9 +163,10 @@ double bench_now_ms(void);
  * reference and the product run one kernel order). */
 bool bench_exact(const float *got, const float *want, size_t rows);
 /* BANKML_TEST_QUICK_BENCH=1, the test suite's own (make check sets it):
- * the card's read bandwidth on 16 MiB instead of up to 1 GiB, so the
- * tests of bench spend their seconds on the products they check.  A
- * figure for tests, not for a card's speed. */
+ * the card's read bandwidth on 16 MiB instead of up to 1 GiB, and a
+ * model's token of two layers (and the head), so the tests of bench spend
+ * their seconds on the products they check.  Figures for tests, not for a
+ * card's speed. */
 bool bench_test_quick(void);
 /* Sorts ms[0..n) and sets row's median_ms, min_ms, p90_ms, max_ms and gbps
  * (from bytes_read, else weight_bytes).  Cannot fail. */
