@@ -22,6 +22,8 @@
 static const size_t l_candidates[] = {16, 32, 64, 8};
 static const size_t lr_candidates[][3] = {{32, 2, 1}, {32, 3, 1}, {32, 4, 1}, {16, 4, 1},
                                           {64, 2, 1}, {64, 2, 2}, {8, 4, 1}};
+#define L_DEFAULT 1  /* l_candidates' default_choice (below) */
+#define LR_DEFAULT 2 /* lr_candidates' */
 
 /* The measured products: few rows (where a work-item per row leaves a big
  * card idle) and many, both of a model's width, a few kernels back to back
@@ -32,13 +34,13 @@ static const size_t lr_candidates[][3] = {{32, 2, 1}, {32, 3, 1}, {32, 4, 1}, {1
 #define TUNE_BACK_TO_BACK 8
 #define TUNE_RUNS 3
 
-/* The test suite's quick measurement (tune.h): the same candidates and
- * builds on products a sixteenth as big, timed once; and its choice the
- * default shapes wherever they fit (the times only where they do not), so
- * that every process of the suite builds the same programs: a software
- * device (PoCL) compiles each kernel of a new build at its first launch,
- * seconds each, and on a busy 2-core machine the times of the candidates
- * differ from run to run. */
+/* The test suite's quick measurement (tune.h): products a sixteenth as
+ * big, timed once; the default shapes tried first and taken wherever they
+ * fit, the other candidates tried (and the fastest taken) only where they
+ * do not.  So every process of the suite builds the same programs, and
+ * few: a software device (PoCL) compiles each kernel of a new build at its
+ * first launch, seconds each, and on a busy 2-core machine the times of
+ * the candidates differ from run to run. */
 typedef struct {
   size_t n, few, many;
   int back_to_back, runs;
@@ -81,6 +83,14 @@ static const choice default_choice = {32, 32, 4, 1, 16384, 0, 0};
 /* A candidate's time as the choice weighs it: the quick measurement puts
  * the default shape first (above). */
 static double weighed(double us, bool is_default) { return bml__tune_is_quick() && is_default ? -1.0 : us; }
+
+/* The candidate tried i-th of n, whose default is at index d: in the
+ * quick measurement the default first and the others in their order after
+ * it, each tried only while none fits (measure); else in their order. */
+static size_t nth(size_t i, size_t d) {
+  if (!bml__tune_is_quick()) return i;
+  return i == 0 ? d : i <= d ? i - 1 : i;
+}
 
 static void apply(bml__card *c, const choice *ch) {
   bml__card_set_tunables(c, ch->lrows, ch->lrrows, ch->lrrpt, ch->lrlpt);
@@ -273,13 +283,14 @@ static int measure(bml__card *c, choice *best, bool both) {
   const size_t nl = BML_ARRAY_SIZE(l_candidates), nlr = BML_ARRAY_SIZE(lr_candidates);
   const size_t *lr_least = lr_candidates[nlr - 1];
   bool l_found = false, lr_found = false;
-  for (size_t i = 0; rc == 0 && i < nl && !(l_found && i == nl - 1); i++) {
+  const bool quick = bml__tune_is_quick();
+  for (size_t i = 0; rc == 0 && i < nl && !(l_found && (quick || i == nl - 1)); i++) {
     double few, many;
-    const size_t lr_best[3] = {best->lrrows, best->lrrpt, best->lrlpt};
-    rc = try_shape(c, BML_KERNEL_MAT_VEC_L, &t, l_candidates[i], lr_best, &few, &many);
-    if (rc == CL_INVALID_WORK_GROUP_SIZE) rc = try_shape(c, BML_KERNEL_MAT_VEC_L, &t, l_candidates[i], lr_least, &few, &many);
+    const size_t lr_best[3] = {best->lrrows, best->lrrpt, best->lrlpt}, lrows = l_candidates[nth(i, L_DEFAULT)];
+    rc = try_shape(c, BML_KERNEL_MAT_VEC_L, &t, lrows, lr_best, &few, &many);
+    if (rc == CL_INVALID_WORK_GROUP_SIZE) rc = try_shape(c, BML_KERNEL_MAT_VEC_L, &t, lrows, lr_least, &few, &many);
     if (rc == 1 || does_not_fit(rc)) {
-      bml__debug(BML_CAT_BUILD, "tuning \"%s\": _l %zu does not fit (%d)", c->name, l_candidates[i], rc);
+      bml__debug(BML_CAT_BUILD, "tuning \"%s\": _l %zu does not fit (%d)", c->name, lrows, rc);
       rc = 0;
       continue;
     }
@@ -288,13 +299,13 @@ static int measure(bml__card *c, choice *best, bool both) {
     const double w = weighed(few, c->lrows == default_choice.lrows);
     if (rc == 0 && w < l_weight) l_weight = w, l_few = few, l_many = many, best->lrows = c->lrows, l_found = true;
   }
-  for (size_t i = 0; rc == 0 && i < nlr && !(lr_found && i == nlr - 1); i++) {
+  for (size_t i = 0; rc == 0 && i < nlr && !(lr_found && (quick || i == nlr - 1)); i++) {
     double few, many;
-    rc = try_shape(c, BML_KERNEL_MAT_VEC_LR, &t, l_found ? best->lrows : l_candidates[nl - 1], lr_candidates[i], &few,
-                   &many);
+    const size_t *lr = lr_candidates[nth(i, LR_DEFAULT)];
+    rc = try_shape(c, BML_KERNEL_MAT_VEC_LR, &t, l_found ? best->lrows : l_candidates[nl - 1], lr, &few, &many);
     if (rc == 1 || does_not_fit(rc)) {
-      bml__debug(BML_CAT_BUILD, "tuning \"%s\": _lr %zux%zu, %zu lanes, does not fit (%d)", c->name,
-                 lr_candidates[i][0], lr_candidates[i][1], lr_candidates[i][2], rc);
+      bml__debug(BML_CAT_BUILD, "tuning \"%s\": _lr %zux%zu, %zu lanes, does not fit (%d)", c->name, lr[0], lr[1],
+                 lr[2], rc);
       rc = 0;
       continue;
     }

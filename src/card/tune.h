@@ -22,9 +22,10 @@ const size_t (*bml__tune_lr_candidates(size_t *n))[3];
 /* Tests: no measuring (the remembered or default tunables only). */
 void bml__tune_disable(bool off);
 
-/* Tests: the quick measurement (on off: the full one).  The same
- * candidates, each built and its bits the same, timed on products a
- * sixteenth as big and once: a choice for tests, not for a card's speed.
+/* Tests: the quick measurement (on off: the full one).  The default
+ * shapes first, taken where they fit; the other candidates only where they
+ * do not, timed on products a sixteenth as big and once: a choice for
+ * tests, not for a card's speed.
  * Its remembered entries have "measure": "quick" in their key, so neither
  * measurement takes the other's.  Until this is called, the environment's
  * BANKML_TEST_QUICK_TUNE=1 (the test suite's own: make check sets it, and
