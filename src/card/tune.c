@@ -22,8 +22,6 @@
 static const size_t l_candidates[] = {16, 32, 64, 8};
 static const size_t lr_candidates[][3] = {{32, 2, 1}, {32, 3, 1}, {32, 4, 1}, {16, 4, 1},
                                           {64, 2, 1}, {64, 2, 2}, {8, 4, 1}};
-#define L_DEFAULT 1  /* l_candidates' default_choice (below) */
-#define LR_DEFAULT 2 /* lr_candidates' */
 
 /* The measured products: few rows (where a work-item per row leaves a big
  * card idle) and many, both of a model's width, a few kernels back to back
@@ -36,8 +34,8 @@ static const size_t lr_candidates[][3] = {{32, 2, 1}, {32, 3, 1}, {32, 4, 1}, {1
 
 /* The test suite's quick measurement (tune.h): products a sixteenth as
  * big, timed once; the default shapes tried first and taken wherever they
- * fit, the other candidates tried (and the fastest taken) only where they
- * do not.  So every process of the suite builds the same programs, and
+ * fit, the other candidates tried only where they do not (the first that
+ * fits taken).  So every process of the suite builds the same programs, and
  * few: a software device (PoCL) compiles each kernel of a new build at its
  * first launch, seconds each, and on a busy 2-core machine the times of
  * the candidates differ from run to run. */
@@ -80,16 +78,26 @@ typedef struct {
  * card measured, and _lr from 16384 rows. */
 static const choice default_choice = {32, 32, 4, 1, 16384, 0, 0};
 
-/* A candidate's time as the choice weighs it: the quick measurement puts
- * the default shape first (above). */
-static double weighed(double us, bool is_default) { return bml__tune_is_quick() && is_default ? -1.0 : us; }
-
-/* The candidate tried i-th of n, whose default is at index d: in the
+/* The candidate tried i-th, where the default is at index d: in the
  * quick measurement the default first and the others in their order after
  * it, each tried only while none fits (measure); else in their order. */
-static size_t nth(size_t i, size_t d) {
-  if (!bml__tune_is_quick()) return i;
+static size_t nth(bool quick, size_t i, size_t d) {
+  if (!quick) return i;
   return i == 0 ? d : i <= d ? i - 1 : i;
+}
+
+/* The default's index among the candidates (it is always one of them). */
+static size_t l_default(void) {
+  size_t d = 0;
+  while (l_candidates[d] != default_choice.lrows) d++;
+  return d;
+}
+static size_t lr_default(void) {
+  size_t d = 0;
+  while (lr_candidates[d][0] != default_choice.lrrows || lr_candidates[d][1] != default_choice.lrrpt ||
+         lr_candidates[d][2] != default_choice.lrlpt)
+    d++;
+  return d;
 }
 
 static void apply(bml__card *c, const choice *ch) {
@@ -279,14 +287,14 @@ static int try_shape(bml__card *c, bml__kernel_id k, bench *t, size_t lrows, con
 static int measure(bml__card *c, choice *best, bool both) {
   bench t = {.both = both};
   int rc = prepare(c, &t);
-  double l_few = 1e30, l_many = 1e30, lr_few = 1e30, lr_many = 1e30, l_weight = 1e30, lr_weight = 1e30;
+  double l_few = 1e30, l_many = 1e30, lr_few = 1e30, lr_many = 1e30;
   const size_t nl = BML_ARRAY_SIZE(l_candidates), nlr = BML_ARRAY_SIZE(lr_candidates);
   const size_t *lr_least = lr_candidates[nlr - 1];
   bool l_found = false, lr_found = false;
   const bool quick = bml__tune_is_quick();
   for (size_t i = 0; rc == 0 && i < nl && !(l_found && (quick || i == nl - 1)); i++) {
     double few, many;
-    const size_t lr_best[3] = {best->lrrows, best->lrrpt, best->lrlpt}, lrows = l_candidates[nth(i, L_DEFAULT)];
+    const size_t lr_best[3] = {best->lrrows, best->lrrpt, best->lrlpt}, lrows = l_candidates[nth(quick, i, l_default())];
     rc = try_shape(c, BML_KERNEL_MAT_VEC_L, &t, lrows, lr_best, &few, &many);
     if (rc == CL_INVALID_WORK_GROUP_SIZE) rc = try_shape(c, BML_KERNEL_MAT_VEC_L, &t, lrows, lr_least, &few, &many);
     if (rc == 1 || does_not_fit(rc)) {
@@ -296,12 +304,11 @@ static int measure(bml__card *c, choice *best, bool both) {
     }
     bml__debug(BML_CAT_BUILD, "tuning \"%s\": _l %zu: %.1f / %.1f us", c->name, c->lrows, few, many);
     /* _l runs the products of fewer rows: judged on those */
-    const double w = weighed(few, c->lrows == default_choice.lrows);
-    if (rc == 0 && w < l_weight) l_weight = w, l_few = few, l_many = many, best->lrows = c->lrows, l_found = true;
+    if (rc == 0 && few < l_few) l_few = few, l_many = many, best->lrows = c->lrows, l_found = true;
   }
   for (size_t i = 0; rc == 0 && i < nlr && !(lr_found && (quick || i == nlr - 1)); i++) {
     double few, many;
-    const size_t *lr = lr_candidates[nth(i, LR_DEFAULT)];
+    const size_t *lr = lr_candidates[nth(quick, i, lr_default())];
     rc = try_shape(c, BML_KERNEL_MAT_VEC_LR, &t, l_found ? best->lrows : l_candidates[nl - 1], lr, &few, &many);
     if (rc == 1 || does_not_fit(rc)) {
       bml__debug(BML_CAT_BUILD, "tuning \"%s\": _lr %zux%zu, %zu lanes, does not fit (%d)", c->name, lr[0], lr[1],
@@ -312,16 +319,14 @@ static int measure(bml__card *c, choice *best, bool both) {
     bml__debug(BML_CAT_BUILD, "tuning \"%s\": _lr %zux%zu, %zu lanes: %.1f / %.1f us", c->name, c->lrrows, c->lrrpt,
                c->lrlpt, few, many);
     /* _lr runs the products of many rows: judged on those */
-    const double w = weighed(many, c->lrrows == default_choice.lrrows && c->lrrpt == default_choice.lrrpt &&
-                                       c->lrlpt == default_choice.lrlpt);
-    if (rc == 0 && w < lr_weight)
-      lr_weight = w, lr_few = few, lr_many = many, best->lrrows = c->lrrows, best->lrrpt = c->lrrpt, best->lrlpt = c->lrlpt,
+    if (rc == 0 && many < lr_many)
+      lr_few = few, lr_many = many, best->lrrows = c->lrrows, best->lrrpt = c->lrrpt, best->lrlpt = c->lrlpt,
       lr_found = true;
   }
   if (rc == 0 && (!l_found || !lr_found)) rc = CL_INVALID_WORK_GROUP_SIZE;
   /* the kernel for a product: _lr where it won, by rows */
   const size_t middle = (tune_sizes()->few + tune_sizes()->many) / 2;
-  best->lr_from = bml__tune_is_quick() ? middle /* both kernels in use */
+  best->lr_from = quick                ? middle /* both kernels in use */
                   : lr_few < l_few     ? 0
                   : lr_many < l_many   ? middle
                                        : SIZE_MAX;
