@@ -159,7 +159,6 @@ static int run_worker(struct token *t, bml_pool *pool, bml_worker *w, bool round
   (void)pool;
   if (!round_trips) return bml_worker_mat_vec_batch(w, t->p, t->nproducts);
   t->kept_exact = true;
-  t->check_ms = 0;
   for (size_t g = 0; g < bml_token_groups(t->tk); g++) {
     int rc = bml_token_run(t->tk, g);
     if (rc != 0) return rc;
