@@ -30,13 +30,12 @@ extern "C" {
 
 /* ------------------------------------------------------------------------
  * Option structs (bml_discover_options, bml_verify_options,
- * bml_worker_options) begin with their size: fill one with its _init
- * function, which sets .size = sizeof the struct this header declares and
- * every other field to its default, then set the fields you mean.  A
- * library newer than the header reads the fields it has and takes the
- * defaults for those the caller's struct lacks; an older one refuses
- * (BML_ENOTSUP) a struct whose members beyond its own are not zero.  A
- * .size below the first version's is BML_EINVAL.
+ * bml_worker_options) begin with their size: their _init sets .size (the
+ * struct this header declares) and every other field to its default; then
+ * set the fields you mean.  A newer library takes the defaults for fields
+ * the caller's struct lacks; an older one refuses (BML_ENOTSUP) members
+ * beyond its own that are not zero.  A .size below the first version's is
+ * BML_EINVAL.
  * ---------------------------------------------------------------------- */
 
 /* ------------------------------------------------------------------------
@@ -125,10 +124,10 @@ BML_EXTERN float bml_q1_0_dot(const bml_block_q1_0 *w, const bml_block_q8_0 *a, 
 /* out[r] = dot(row r of w, a) for r < rows, on the calling thread.  w is
  * rows * n/128 blocks, row-major; a is n/32 blocks; out must not overlap w
  * or a.  Returns 0, BML_EINVAL (a NULL pointer, or out overlapping w or a),
- * BML_ESHAPE (n not a positive multiple of 128, or rows
- * or an n whose weights, activation or results could not be in memory) or
- * BML_ENOMEM (no room for the activation's prepared copy, about 2n bytes,
- * where it does not fit in 16 KiB of stack); on error out is not written. */
+ * BML_ESHAPE (n not a positive multiple of 128, or rows or an n whose
+ * weights, activation or results could not be in memory) or BML_ENOMEM
+ * (no room for the activation's prepared copy, about 2n bytes, where it
+ * does not fit in 16 KiB of stack); on error out is not written. */
 BML_EXTERN int bml_q1_0_mat_vec(const bml_block_q1_0 *w, size_t rows, size_t n,
                                 const bml_block_q8_0 *a, float *out);
 
@@ -159,11 +158,9 @@ typedef struct bml_pool bml_pool;
  * BML_EENV, and a message naming it is logged), else the CPUs the process
  * may run on (its affinity: taskset, a container's cpuset; at most
  * BML_POOL_MAX_THREADS).  In a child of fork() a pool opened before the
- * fork has none of its threads: there it is a pool of one thread
- * (bml_pool_threads says 1), idle (a product another thread was running
- * at the fork is not in the child), with the same bits.
- * Returns 0 and *out, or BML_EINVAL, BML_EENV, BML_ENOMEM, BML_ETHREAD.
- * Close with bml_pool_close(). */
+ * fork is a pool of one thread (bml_pool_threads says 1), idle, with the
+ * same bits.  Returns 0 and *out, or BML_EINVAL, BML_EENV, BML_ENOMEM,
+ * BML_ETHREAD.  Close with bml_pool_close(). */
 BML_EXTERN int bml_pool_open(int threads, bml_pool **out);
 
 /* The number of threads of p (the caller included).  Cannot fail. */
@@ -236,8 +233,9 @@ typedef struct {
 BML_EXTERN void bml_discover_options_init(bml_discover_options *o);
 
 /* Finds, describes, classifies, orders and selects every OpenCL device.
- * o may be NULL (the defaults); see "Option structs" for its size.  Never fails because a driver misbehaves:
- * a platform or query that fails becomes a note.  Returns 0 and *out, or
+ * o may be NULL (the defaults; "Option structs": its size).  Never fails
+ * because a driver misbehaves: a platform or query that fails becomes a
+ * note.  Returns 0 and *out, or
  * BML_EENV (a bad BANKML_GPU, BANKML_GPU_SOFTWARE or BANKML_SYSFS_ROOT; a
  * message names it), BML_EINVAL (also a bad gpu or software option, named
  * in the message), BML_ENOMEM.  Free with bml_devices_free(). */
@@ -284,14 +282,11 @@ typedef struct {
   int ok;
   long first_bad;          /* the first row or case that differs, or -1 */
   uint32_t cpu_bits, card_bits; /* its bits on the CPU and on the card */
-  double ms;               /* the card's wall-clock time for the check (a batched
-                              kernel's lines: the whole batch's, on each line) */
-  const char *detail;      /* why it failed (an OpenCL error, a build log), or NULL; a
-                              "build" line that is ok says why that fma's build was left
-                              out (its compiler refused it; the card is checked with the
-                              other fma alone) */
-  int batched;             /* 1: a batched kernel's line, checked in one launch with
-                              the others (ms is that batch's) */
+  double ms;               /* the card's wall-clock time for the check (batched: the batch's) */
+  const char *detail;      /* why it failed (an OpenCL error, a build log), or NULL; an ok
+                              "build" line: why that fma's build was left out (its compiler
+                              refused it; the card is checked with the other fma alone) */
+  int batched;             /* 1: checked in one launch with the other batched kernels */
 } bml_verify_line;
 
 /* line and its strings are valid during the call only. */
@@ -310,28 +305,26 @@ typedef struct {
 /* Fills o with the defaults.  Cannot fail. */
 BML_EXTERN void bml_verify_options_init(bml_verify_options *o);
 
-/* Verifies device i of d on the card (always in full: the worker's
+/* Verifies device i of d on the card, always in full (the worker's
  * remembered verdicts are its own): the fma probe, then every kernel (six,
- * each with the native and the emulated fma) on random data with -128 quants and special
- * scales, on layer-shaped data, on shapes from 64x128 to 12288x4096, and on
- * every case of ggml's golden file (a line says when no copy is installed;
- * a named or installed one that cannot be read fails); every row is compared
- * with the CPU kernel, bit for bit (NaN equals NaN).  Sets d's device i
- * verified to 1 or 0 (a device that is not usable keeps -1).  Returns 0
- * (verified), BML_EVERIFY (a check failed, or could not run:
- * the card must not be used), BML_ENODEV (the device is not usable), or
- * another error (the card could not be set up: it is not verified either);
- * BML_EINVAL or BML_ENOTSUP for the options' size. */
+ * each with the native and the emulated fma) on random data with -128
+ * quants and special scales, on layer-shaped data, on shapes from 64x128
+ * to 12288x4096, and on every case of ggml's golden file (a line says when
+ * no copy is installed; a named or installed one that cannot be read
+ * fails); every row is compared with the CPU kernel, bit for bit (NaN
+ * equals NaN).  Sets d's device i verified to 1 or 0 (one not usable keeps
+ * -1).  Returns 0 (verified), BML_EVERIFY (a check failed or could not
+ * run: the card must not be used), BML_ENODEV (not usable), another error
+ * (the card could not be set up: not verified either), or BML_EINVAL or
+ * BML_ENOTSUP for the options' size. */
 BML_EXTERN int bml_devices_verify(bml_devices *d, size_t i, const bml_verify_options *o);
 
 /* ------------------------------------------------------------------------
  * The worker: a verified card takes a calibrated share of each product's
- * rows while the CPU pool computes the rest; the answer is always the CPU
- * kernel's bits (doc/WORKER.md).
- *
- * The results are the CPU kernel's bits on every row; a row whose result
- * is NaN is NaN on both, but its sign and payload may differ (the card and
- * the CPU meet NaN and infinite scales in their own order; doc/ARITHMETIC.md).
+ * rows while the CPU pool computes the rest (doc/WORKER.md).  The results
+ * are the CPU kernel's bits on every row; a row whose result is NaN is NaN
+ * on both, but its sign and payload may differ (the card and the CPU meet
+ * NaN and infinite scales in their own order; doc/ARITHMETIC.md).
  * A product's results must not overlap its weights or its activation
  * (BML_EINVAL); in a batch they must not overlap another product's
  * weights, activation or results either (that is not checked: such
@@ -348,14 +341,10 @@ BML_EXTERN int bml_devices_verify(bml_devices *d, size_t i, const bml_verify_opt
  * anything.
  *
  * In a child of fork(), a worker opened before the fork leaves the card to
- * the parent: its products run on the CPU (logged once; a product this
- * thread began in the parent is finished there; one another thread had
- * begun is not in the child), and release and close free only the
- * worker's own memory.  Where another thread was inside a call on the
- * worker at the fork (changing its lists), the child's copy stays busy
- * (BML_EBUSY) and close frees only the worker itself.  A child of a
- * process that used OpenCL lists no device (a note says why), so it
- * opens no worker with a card: the driver is the parent's.
+ * the parent: its products run on the CPU, and release and close free only
+ * its own memory; a child of a process that used OpenCL opens no worker
+ * with a card (doc/WORKER.md: a product in flight at the fork, and another
+ * thread inside a call then, which leaves the child's copy BML_EBUSY).
  * ---------------------------------------------------------------------- */
 typedef struct bml_worker bml_worker;
 
@@ -395,39 +384,33 @@ typedef struct {
 /* Fills o with the defaults above.  Cannot fail. */
 BML_EXTERN void bml_worker_options_init(bml_worker_options *o);
 
-/* Opens a worker on a card (options o: the device, share, limit, queues,
- * verify policy, the engine's context and queue), after its verification,
- * and a calibration of the share: one 4096x4096 product on the pool and on
- * the card, best of three each, share = card rate / (card rate + CPU
- * rate).  That share is where each shape (of single products) and each
- * kind of batch starts: each then learns its own from how long the card
- * and the CPU take for their parts.  A fixed share (o->share, else
+/* Opens a worker on a card after its verification and a calibration of
+ * the share: one 4096x4096 product on the pool and on the card, best of
+ * three each, share = card rate / (card rate + CPU rate), where each shape
+ * (of single products) and each kind of batch starts, then learns its own
+ * from the card's and the CPU's times.  A fixed share (o->share, else
  * BANKML_GPU_SHARE, clamped to 0..0.95) replaces it.
  *
  * The verification: the fma probe, the oracle (doc/ORACLE.md) and the
- * worker's own batches on the card.  What it finds, and the calibration,
- * are remembered (BANKML_CACHE_DIR, doc/WORKER.md): under
- * BML_VERIFY_CACHED a later open of the same card, driver, bankml-cl
- * version, kernel source and build options takes the verdict after a spot
- * check on the card confirms it (every kernel on a small random product,
- * every row compared with the CPU; a card that does not give the bits
- * again is verified in full), and the calibration where the pool's threads
- * and CPU path are the same.  A remembered refusal (a row that differed)
- * refuses the card until BML_VERIFY_ALWAYS or a change of the key.
+ * worker's own batches on the card.  What it finds, and the calibration
+ * (for the same threads and CPU path), are remembered (BANKML_CACHE_DIR;
+ * bml_verify_policy; doc/WORKER.md): a spot check is every kernel on a
+ * small random product, every row compared with the CPU, and a card that
+ * fails it is verified in full.  A remembered refusal (a row that
+ * differed) refuses the card until BML_VERIFY_ALWAYS or a change of key.
  *
  * Returns 0 and *out; 0 and *out = NULL when no card is used (no usable
  * card, verification failed, the calibration's product failed on the card,
  * or a calibrated share below 0.02: each logged once as "GPU not used:
- * <why>"); BML_EINVAL (a bad option, named in the message; a .size below
- * the first version's; an out-of-order queue; a queue not of cl_context),
- * BML_ENOTSUP (options from a newer header that this library does not
- * know), BML_ERANGE (share, limit or queues out of range), BML_EENV (a bad
- * environment value, named in the message), BML_ENOMEM, BML_EBUSY (another
- * thread drove the pool during the calibration, which times it: open the
- * worker before sharing the pool), or the OpenCL error of a query of the
- * engine's context or queue.  o may be NULL (the defaults).  The pool
- * (and the engine's context and queue, which the worker retains) must
- * outlive the worker.  Close with bml_worker_close(). */
+ * <why>"); BML_EINVAL (a bad option, named in the message; an
+ * out-of-order queue; a queue not of cl_context), BML_ENOTSUP and
+ * BML_EINVAL for the options' size ("Option structs"), BML_ERANGE (share,
+ * limit or queues out of range), BML_EENV (a bad environment value, named
+ * in the message), BML_ENOMEM, BML_EBUSY (another thread drove the pool
+ * during the calibration, which times it: open the worker before sharing
+ * the pool), or the OpenCL error of a query of the engine's context or
+ * queue.  o may be NULL (the defaults).  The pool, context and queue (the
+ * worker retains both) must outlive the worker.  Close: bml_worker_close. */
 BML_EXTERN int bml_worker_open_with(bml_pool *pool, const bml_worker_options *o, bml_worker **out);
 
 /* bml_worker_open_with(pool, NULL, out): every setting from the
@@ -436,17 +419,15 @@ BML_EXTERN int bml_worker_open(bml_pool *pool, bml_worker **out);
 
 /* Checks the variables bml_worker_open reads of its own (BANKML_GPU_SHARE,
  * BANKML_GPU_LIMIT, BANKML_GPU_QUEUES, BANKML_VERIFY) without opening
- * anything, so that a program can refuse a bad one before its work
- * starts.  Returns 0 or BML_EENV (the variable named in the message).
- * BANKML_GPU is checked by bml_devices_discover. */
+ * anything.  Returns 0 or BML_EENV (the variable named in the message). */
 BML_EXTERN int bml_worker_check_env(void);
 
-/* Checks every variable libbankml-cl refuses a bad value of: BANKML_THREADS,
- * BANKML_GPU (its form: an index past the list or an address no device
- * has is known only to bml_devices_discover), BANKML_GPU_SOFTWARE,
- * BANKML_GPU_SHARE, BANKML_GPU_LIMIT, BANKML_GPU_QUEUES and
- * BANKML_SYSFS_ROOT, without opening anything; each bad one is named in a
- * message.  Returns 0 or BML_EENV. */
+/* Checks every variable libbankml-cl refuses a bad value of, without
+ * opening anything: BANKML_THREADS, BANKML_GPU (its form: an index past
+ * the list or an address no device has is known only to discovery),
+ * BANKML_GPU_SOFTWARE, BANKML_GPU_SHARE, BANKML_GPU_LIMIT,
+ * BANKML_GPU_QUEUES and BANKML_SYSFS_ROOT.  Returns 0 or BML_EENV (each bad
+ * one named in a message). */
 BML_EXTERN int bml_env_check(void);
 
 /* Starts a product: the card's share of the rows of wts (rows x n) against
@@ -459,23 +440,21 @@ BML_EXTERN int bml_env_check(void);
  * freeing them (or reusing their memory for other weights), or the card
  * keeps computing with the old ones.  wts and act must stay valid and
  * unchanged until bml_worker_finish returns: an error on the card gives
- * its rows to the CPU, which computes them from both.  The time until bml_worker_finish is
- * the caller's, so such a product teaches its shape no share (the worker
- * does not know how long the CPU's rows took); the shape's calibration
- * (card or CPU alone) times it from begin to finish.  Returns 0, BML_EINVAL,
- * BML_ESHAPE, BML_ESTATE (a product is already in flight), BML_EBUSY,
- * BML_ENOMEM (the worker's own bookkeeping; no product is in flight). */
+ * its rows to the CPU, which computes them from both.  The time until
+ * bml_worker_finish is the caller's, so such a product teaches its shape
+ * no share (its calibration, card or CPU alone, times begin to finish).
+ * Returns 0, BML_EINVAL, BML_ESHAPE, BML_ESTATE (a product is already in
+ * flight), BML_EBUSY, BML_ENOMEM (the worker's bookkeeping; none in flight). */
 BML_EXTERN int bml_worker_begin(bml_worker *w, const char *name, const bml_block_q1_0 *wts,
                                 size_t rows, size_t n, const bml_block_q8_0 *act,
                                 size_t *card_rows);
 
-/* Waits for the card and writes its rows into out[0 .. card_rows).  Follows
- * every successful bml_worker_begin, even when the card took no rows.  An
- * OpenCL error on the card gives its rows to the CPU pool: out is complete
- * and exact whatever the card did.  Returns 0, BML_EINVAL, BML_ESTATE (no
- * product in flight), BML_EBUSY (another thread is inside a call, or its
- * bml_worker_mat_vec's product is in flight: that call finishes it),
- * BML_ENOMEM. */
+/* Waits for the card and writes its rows into out[0 .. card_rows); follows
+ * every successful bml_worker_begin.  An OpenCL error on the card gives its
+ * rows to the CPU pool: out is complete and exact whatever the card did.
+ * Returns 0, BML_EINVAL, BML_ESTATE (no product in flight), BML_EBUSY
+ * (another thread is inside a call, or its bml_worker_mat_vec's product is
+ * in flight: that call finishes it), BML_ENOMEM. */
 BML_EXTERN int bml_worker_finish(bml_worker *w, float *out);
 
 /* begin, the CPU's rows on the pool, finish: one product, out[0 .. rows).
@@ -500,26 +479,24 @@ typedef struct {
  * card's matrix memory and 256 MiB of weights), the activations copied in
  * as the launches need them and each launch's results read back, then
  * (once the pool's rows are done) copied out while the card computes the
- * next; products next to each other that share one activation
- * (the same act pointer and n: Q, K and V; gate and up) are one group,
- * computed over their concatenated card rows; the CPU pool computes the
- * other rows meanwhile.  The bits are
- * those of count calls of bml_worker_mat_vec.  A batch uses the share its kind
- * (its count, first shape and sums of rows and weights) has learnt, not
- * the per-shape decisions made by single products (which their round
- * trips make); its products are not per-shape timings.  Returns 0 or what bml_worker_mat_vec returns for
- * the first product that is refused (then nothing was computed). */
+ * next; neighbours that share one activation (the same act pointer and n:
+ * Q, K and V; gate and up) are one group, computed over their concatenated
+ * card rows; the CPU pool computes the other rows meanwhile.  The bits are
+ * those of count calls of bml_worker_mat_vec.  A batch uses the share its
+ * kind (its count, first shape and sums of rows and weights) has learnt,
+ * not the per-shape ones of single products, and teaches no shape.
+ * Returns 0 or what bml_worker_mat_vec returns for the first product that
+ * is refused (then nothing was computed). */
 BML_EXTERN int bml_worker_mat_vec_batch(bml_worker *w, const bml_product *products, size_t count);
 
 /* ------------------------------------------------------------------------
- * A decode's token: an engine's decode runs a token's products in groups,
- * each after the host's work on the group before (norm, attention, the
- * next activation quantized), so each group is a round trip to the card.
- * A token prepares those groups once: every later run of a group costs
- * the card no launch and no copy command where the card can keep the
- * token resident (NVIDIA's driver with cl_nv_create_buffer, a card that
- * shares the host's memory; doc/WORKER.md), and is a batch of the
- * worker's elsewhere.  The bits are bml_worker_mat_vec_batch's.
+ * A decode's token: a decode runs a token's products in groups, each after
+ * the host's work on the group before (norm, attention, the next
+ * activation quantized), so each group is a round trip to the card.  A
+ * token prepares those groups once: a run of a group then costs no launch
+ * and no copy command where the card keeps the token resident
+ * (doc/WORKER.md), and is a batch elsewhere.  The bits are
+ * bml_worker_mat_vec_batch's.
  * ---------------------------------------------------------------------- */
 typedef struct bml_token bml_token;
 
@@ -531,9 +508,9 @@ typedef struct bml_token bml_token;
  * group reads its products' act and writes their out.  A product's out
  * may be NULL: the token then keeps its results, where the card wrote
  * them when the group ran resident (nothing copied), and bml_token_out
- * gives them.  The token's
- * matrices go to the card at its first run (and count against the
- * worker's limit; where they do not fit, the groups run as batches).
+ * gives them.  The token's matrices go to the card at its first run (and
+ * count against the worker's limit; where they do not fit, the groups run
+ * as batches).
  * Returns 0 and *out, or BML_EINVAL, BML_ESHAPE (a product's arguments,
  * as bml_worker_mat_vec_batch checks them), BML_EBUSY, BML_ENOMEM.  Close
  * every token of a worker before the worker. */
@@ -568,20 +545,16 @@ BML_EXTERN const float *bml_token_out(const bml_token *t, size_t i);
 /* Frees t and what it holds on the card.  NULL-safe. */
 BML_EXTERN void bml_token_close(bml_token *t);
 
-/* The worker's state as one JSON object (card, limit, share, allocated_bytes,
- * heap_bytes, integrated, busy, products_on_card, products_on_cpu_resting,
- * products_on_cpu_memory, products_on_cpu_error, shapes_on_card,
- * shapes_on_cpu, shapes_tuning, rests_waited, cpu_weights_per_second,
- * round_trip_seconds, shapes and batches with their shares, open: how the
- * open went (its seconds, whether its verdict, batch check and calibration
- * were remembered), ...; doc/WORKER.md).  free() the string.
- * Returns 0, BML_EINVAL, BML_EBUSY, BML_ENOMEM. */
+/* The worker's state as one JSON object: its card, limit and share, its
+ * memory, where its products ran and why, the shares its shapes and
+ * batches learnt, how its open went (doc/WORKER.md names every member).
+ * free() the string.  Returns 0, BML_EINVAL, BML_EBUSY, BML_ENOMEM. */
 BML_EXTERN int bml_worker_status_json(bml_worker *w, char **json);
 
 /* Sets the share of rows the card takes (0..1) for every later product and
  * stops the per-shape calibration and the learnt shares: every shape and
- * batch then uses exactly this share
- * (1: the card alone).  For benchmarks and tests.  Returns 0, BML_EINVAL,
+ * batch then uses exactly this share (1: the card alone).  For benchmarks
+ * and tests.  Returns 0, BML_EINVAL,
  * BML_ERANGE, BML_EBUSY, BML_ESTATE. */
 BML_EXTERN int bml_worker_set_share(bml_worker *w, double share);
 
@@ -601,10 +574,11 @@ BML_EXTERN void bml_worker_close(bml_worker *w);
 
 /* ------------------------------------------------------------------------
  * Logging.  Messages go to stderr with a "bankml-cl: " prefix unless a sink
- * is set.  BANKML_DEBUG=all (or 1) or a list of categories (pool,cpu,device,pci,
- * build,oracle,worker,env) turns on debug messages; it is read once, by
- * the first bml_pool_open, bml_devices_discover or bml_worker_open.  msg
- * and category are valid during the sink's call only.  A message may quote
+ * is set.  BANKML_DEBUG=all (or 1) or a comma-separated list of
+ * categories (pool,cpu,device,pci,build,oracle,worker,env) turns on debug
+ * messages, read by the first bml_pool_open, bml_devices_discover or
+ * bml_worker_open.
+ * msg and category are valid during the sink's call only.  A message may quote
  * a driver's strings (device names, build logs): on stderr their control
  * characters other than newline and tab print as '?'; a sink gets msg as
  * it was.  A sink must not call fork(): the library may be inside a call
