@@ -4,26 +4,12 @@
 #include "base/util.h"
 #include "cpu/pool.h"
 #include "cpu/q1_0.h"
-#include "card/card.h"
 #include "card/kernels.h"
-#include "card/program.h"
-#include "card/slab.h"
 #include "card/submit.h"
 
-#include <sched.h>
-#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* How long a run waits for its group before it takes the card for broken
- * (the token then runs its groups through the worker's batches): a group
- * takes microseconds on a GPU, but a software device's threads may wait
- * for the host's cores. */
-#define TOKEN_GIVE_UP_SECONDS 10.0
-/* ... and how long for the kernel to start: a software device (PoCL)
- * compiles it at its first launch, which took a minute on a busy 2-core
- * machine. */
-#define TOKEN_START_SECONDS 600.0
 /* Launches a run tries where the kernel gave up waiting for its group
  * just before it came. */
 #define TOKEN_TRIES 2
@@ -47,79 +33,6 @@ static size_t count_groups(const bml_product *p, size_t count, size_t *first) {
   }
   if (first) first[n] = count;
   return n;
-}
-
-/* ---- the resident launch --------------------------------------------------- */
-
-uint32_t bml__token_launches(const bml_token *t) { return t ? t->launch : 0; }
-
-/* Launches the kernel, its first ticket t->ticket. */
-static int launch(bml_token *t) {
-  const bml__card *c = t->card;
-  const uint32_t ticket = t->ticket;
-  const size_t local = bml__card_lr_wg(c);
-  /* a ticket the kernel waits past (not an abort left by the last park);
-   * and no done or given-up ticket of an earlier launch: a kernel parked
-   * while it waited for this very ticket wrote it as given up, which
-   * await would take for this launch's (then every launch after the
-   * first, on a card that starts at once, gave up at its first group) */
-  bml__token_post(&t->h[TOKEN_DONE], ticket - 1);
-  bml__token_post(&t->h[TOKEN_EXIT], ticket - 1);
-  bml__token_post(&t->h[TOKEN_REQ], TOKEN_WORD(ticket - 1, 0));
-  int rc = bml__submit_token(c->queue, t->build->token, t->bits, t->d0, t->host, t->dev, TOKEN_HEAD, ticket, t->spins,
-                             t->nwg * local, local, &t->running);
-  if (rc != CL_SUCCESS && t->running) bml__token_park(t);
-  if (rc == CL_SUCCESS) {
-    t->ticket0 = ticket;
-    t->launch = t->launch + 1 ? t->launch + 1 : 1; /* 0 is no launch */
-    bml__worker_set_resident(t->w, t);
-  }
-  return rc;
-}
-
-/* A resident launch's kernel that ended by itself (it gave up waiting):
- * its event released.  Returns its error, or 0; *started (may be NULL):
- * whether it has started (a software device compiles a kernel at its
- * first launch, which may take long before it runs). */
-static cl_int reap(bml_token *t, bool *started) {
-  cl_int state = CL_QUEUED;
-  if (started) *started = true;
-  if (!t->running) return CL_SUCCESS;
-  cl_int rc = bml__submit_state(t->running, &state);
-  if (started) *started = rc != CL_SUCCESS || state <= CL_RUNNING;
-  if (rc == CL_SUCCESS && state > CL_COMPLETE) return CL_SUCCESS; /* still running */
-  if (rc == CL_SUCCESS && state < 0) rc = state;
-  bml__submit_release(t->running);
-  t->running = NULL;
-  bml__worker_set_resident(t->w, NULL);
-  return rc;
-}
-
-/* Waits for group g's ticket: 0 when done, 1 when the kernel gave up
- * before it (to launch again), or an error (the card's, or a wait past
- * TOKEN_GIVE_UP_SECONDS once the kernel runs, TOKEN_START_SECONDS before). */
-static int await(bml_token *t, uint32_t ticket) {
-  _Atomic uint32_t *done = (_Atomic uint32_t *)&t->h[TOKEN_DONE], *exit = (_Atomic uint32_t *)&t->h[TOKEN_EXIT];
-  const double begun = bml__now();
-  double until = begun + TOKEN_GIVE_UP_SECONDS;
-  bool started = false;
-  for (unsigned i = 1;; i++) {
-    if (atomic_load_explicit(done, memory_order_acquire) == ticket) return 0;
-    if ((i & 255u) == 0) {
-      if (atomic_load_explicit(exit, memory_order_acquire) == ticket) return 1;
-      sched_yield(); /* a software device's thread may need this core */
-      bool now_started;
-      const cl_int rc = reap(t, &now_started);
-      if (rc != CL_SUCCESS) return rc;
-      if (!t->running) /* ended without a word for this ticket: gave up as it was written */
-        return atomic_load_explicit(done, memory_order_acquire) == ticket ? 0 : 1;
-      const double now = bml__now();
-      if (!started && now_started) until = now + TOKEN_GIVE_UP_SECONDS; /* from its start */
-      started |= now_started;
-      if (now > (started ? until : begun + TOKEN_START_SECONDS)) return CL_OUT_OF_RESOURCES;
-    }
-    bml__cpu_relax();
-  }
 }
 
 /* The group's results, from host memory into its products' outputs (those
@@ -163,17 +76,17 @@ static int run_resident(bml_token *t, size_t g, double sec[BML_TOKEN_PHASES]) {
   /* a launch runs a group once (cl/q1_0.cl), and a ticket past the abort's
    * needs a new one */
   if (t->running && (t->ran[g] == t->launch || t->ticket < t->ticket0)) bml__token_park(t);
-  int rc = reap(t, NULL);
+  int rc = bml__token_reap(t, NULL);
   for (int tries = 0; rc == 0 && tries < TOKEN_TRIES; tries++) {
     double t0 = bml__now();
-    if (!t->running && (rc = launch(t)) != 0) break;
+    if (!t->running && (rc = bml__token_launch(t)) != 0) break;
     double t1 = bml__now();
     const uint32_t ticket = t->ticket;
     const bml_product *p = &t->p[t->first[g]];
     bml__card_act_repack(p->act, p->n, (char *)t->h + t->act_off[g]);
     bml__token_post(&t->h[TOKEN_REQ], TOKEN_WORD(ticket, g));
     double t2 = bml__now();
-    rc = bml__worker_token_fault(t->w) ? CL_OUT_OF_RESOURCES : await(t, ticket);
+    rc = bml__worker_token_fault(t->w) ? CL_OUT_OF_RESOURCES : bml__token_await(t, ticket);
     double t3 = bml__now();
     sec[0] += t2 - t1, sec[1] += t1 - t0, sec[2] += t3 - t2;
     if (rc == 1) { /* it gave up just before: once more, from a new launch */
@@ -193,7 +106,7 @@ static int run_resident(bml_token *t, size_t g, double sec[BML_TOKEN_PHASES]) {
   if (t->running) bml__submit_state(t->running, &state);
   bml__debug(BML_CAT_WORKER, "a token's group %zu: %s%s (%d); tickets: asked %u, done %u, given up %u; launch %u, "
              "its state %d, %zu work-groups, %u spins", g, rc == 0 ? "the card gave up waiting for it, every launch" : "",
-             rc == 0 ? "" : bml_err_name(rc), rc, t->h[TOKEN_REQ], t->h[TOKEN_DONE], t->h[TOKEN_EXIT], t->launch,
+             rc == 0 ? "" : bml_err_name(rc), rc, t->h[TOKEN_REQ], t->h[t->done_at], t->h[TOKEN_EXIT], t->launch,
              (int)state, t->nwg, t->spins);
   if (rc == 0) rc = CL_OUT_OF_RESOURCES; /* gave up every time */
   bml__token_park(t);

@@ -7,9 +7,8 @@
 
 /* cl/q1_0.cl's q1_0_token: its words in host and device memory. */
 #define TOKEN_REQ 0u
-#define TOKEN_DONE 16u
 #define TOKEN_EXIT 32u
-#define TOKEN_COUNT 16u /* in dev */
+#define TOKEN_DONES 16u /* in dev: the host word of work-group 0's done word (done_at) */
 #define TOKEN_TABLE 64u
 #define TOKEN_GROUP_WORDS 8u
 #define TOKEN_ABORT 0xffffffffu
@@ -20,6 +19,7 @@
 #define TOKEN_TICKET_MOST 0xffffeu
 #define TOKEN_GROUPS_MOST 4096u
 #define TOKEN_HEAD 256u /* bytes of the words above, in both */
+#define TOKEN_FLAG_BYTES 64u /* dev's bytes a launch zeroes: the flag's (not TOKEN_DONES) */
 
 struct bml_token {
   bml_worker *w; /* NULL once the worker closed before the token */
@@ -35,6 +35,7 @@ struct bml_token {
   uint32_t *h; /* host's mapping */
   size_t card_bytes;
   size_t out_at;     /* byte offset of the results in host */
+  size_t done_at;    /* word offset in host of the work-groups' done words (nwg) */
   size_t *act_off;   /* each group's activation: byte offset in host and dev */
   size_t nwg;
   uint32_t spins;
@@ -62,6 +63,15 @@ struct bml_token {
 int bml__token_load(bml_token *t);
 
 /* ---- resident.c ----------------------------------------------------------- */
+/* Launches the kernel, its first ticket t->ticket.  Returns 0 or an OpenCL error. */
+int bml__token_launch(bml_token *t);
+/* The launch's event released where its kernel ended by itself (it gave
+ * up waiting).  Returns its error, or 0; *started (may be NULL): whether it
+ * has started (a software device compiles a kernel at its first launch). */
+cl_int bml__token_reap(bml_token *t, bool *started);
+/* Waits for the group whose ticket is ticket: 0 when done, 1 when the
+ * kernel gave up before it (to launch again), or an error. */
+int bml__token_await(bml_token *t, uint32_t ticket);
 /* Stores value in word for the card to see: fenced on both sides. */
 void bml__token_post(uint32_t *word, uint32_t value);
 /* Frees t's buffers on the card (its kernel parked first). */

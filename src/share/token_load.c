@@ -78,10 +78,11 @@ int bml__token_load(bml_token *t) {
   }
   const size_t records = (act + 63) / 64 * 64, dev_bytes = records + t->ngroups * sizeof(bml__desc);
   t->out_at = (act + 63) / 64 * 64;
-  const size_t host_bytes = t->out_at + rows_most * sizeof(float);
+  t->done_at = (t->out_at + rows_most * sizeof(float) + 63) / 64 * 64 / 4;
+  const size_t host_bytes = (t->done_at + t->nwg) * 4;
   const size_t bytes = rb * BML_ROW_BLOCK_BYTES + dev_bytes + host_bytes;
   if (rb * 16 > c->max_alloc || dev_bytes > c->max_alloc || host_bytes > c->max_alloc ||
-      records / 4 + t->ngroups * sizeof(bml__desc) / 4 > UINT32_MAX || rb > UINT32_MAX ||
+      records / 4 + t->ngroups * sizeof(bml__desc) / 4 > UINT32_MAX || rb > UINT32_MAX || t->done_at > UINT32_MAX ||
       !bml__worker_token_fits(t->w, bytes))
     return BML_ENOMEM;
   cl_int rc = CL_SUCCESS;
@@ -96,7 +97,9 @@ int bml__token_load(bml_token *t) {
     t->card_bytes = bytes;
     bml__worker_token_hold(t->w, (int64_t)bytes);
     memset(t->h, 0, TOKEN_HEAD);
+    memset(t->h + t->done_at, 0, t->nwg * 4);
   }
+  words[TOKEN_DONES] = (uint32_t)t->done_at;
   size_t rb0 = 0;
   bml__desc *desc = (bml__desc *)((char *)words + records);
   for (size_t g = 0; rc == CL_SUCCESS && g < t->ngroups; g++) {
