@@ -33,7 +33,9 @@
  * clEnqueueWriteBuffer, which the library's calls reach before the
  * simulator's, passes a copy of the bytes from ordinary memory instead.
  * (src/devices/clload.h names each entry point as a macro through the library's
- * table; this definition is of the real symbol.) */
+ * table, which takes the process's own definition first; this definition is
+ * of the real symbol, exported by linking this program -rdynamic: without
+ * it, the library's calls went past it to the simulator's.) */
 #undef clEnqueueWriteBuffer
 CL_API_ENTRY cl_int CL_API_CALL clEnqueueWriteBuffer(cl_command_queue q, cl_mem b, cl_bool blocking, size_t off,
                                                      size_t size, const void *p, cl_uint nev, const cl_event *ev,
