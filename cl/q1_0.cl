@@ -1001,7 +1001,11 @@ void q1_0_mat_vec_lrb(__global const uint4 *restrict bits, __global const float 
  * an earlier copy of an address a group reads.  dev holds, from word BML_TOKEN_TABLE,
  * BML_TOKEN_GROUP_WORDS words a group (its records' word offset in dev,
  * their count, their work-groups in all, its activation's byte offset, its
- * bytes), and the records.
+ * bytes, and 1 where its records are planned at one row a work-item, not
+ * BML_LRRPT), and the records.  A product of few rows leaves most of the
+ * work-groups without a group of BML_LRROWS x BML_LRRPT rows, where a
+ * group of BML_LRROWS rows keeps them busy (the same bits: a row's sums do
+ * not depend on the rows beside it).
  */
 #define BML_TOKEN_REQ 0u
 #define BML_TOKEN_EXIT 32u
@@ -1095,7 +1099,8 @@ void q1_0_token(__global const uint4 *restrict bits, __global const float *restr
       __global const uint *d_ = bml_desc_of(desc, gt[1], v);
       BML_RECORD(d_, (__global const char *)dev);
       const bml_lmem lm = {tab, dtab, jtab, ssh};
-      bml_lanes(&p, &lm, BML_LRROWS, BML_LRRPT, BML_LRLPT, v - d_[0], d_[7]);
+      if (gt[5] == 1u) bml_lanes(&p, &lm, BML_LRROWS, 1u, BML_LRLPT, v - d_[0], d_[7]);
+      else bml_lanes(&p, &lm, BML_LRROWS, BML_LRRPT, BML_LRLPT, v - d_[0], d_[7]);
     }
     /* the results out before the done word says they are: every
      * work-item's writes are ordered before the barrier, and one fence of

@@ -198,6 +198,50 @@ Test(token_debug, a_resident_token_gives_the_cpu_bits_in_order_and_out_of_order)
   bml_worker_close(w);
 }
 
+/* Groups planned at one row a work-item (where a product's rows would
+ * leave a card's work-groups idle; forced here, where PoCL runs one): the
+ * same bits, every group resident, and the rows as planned. */
+Test(token, groups_planned_at_one_row_a_work_item_keep_every_bit) {
+  bml_worker *w = open_worker();
+  for (int rows = 1; rows <= 2; rows++) {
+    bml__worker_hooks h = {.kernel = BML_KERNEL_COUNT, .token_rows = rows};
+    bml__worker_set_hooks(w, &h);
+    model m;
+    make_model(&m, 256, 8 + (uint64_t)rows);
+    keep_some(&m);
+    bml_token *t = NULL;
+    cr_assert_eq(bml_worker_token_open(w, m.p, PRODUCTS, &t), 0);
+    const long long before = on_card(w);
+    for (int token = 0; token < 2; token++) {
+      run_all(t, &m);
+      expect_exact(&m, rows == 1 ? "one row a work-item" : "the card's rows a work-item");
+    }
+    cr_expect(bml_token_resident(t), "the token left the card");
+    cr_expect_eq(on_card(w) - before, 2 * PRODUCTS);
+    for (size_t g = 0; g < bml_token_groups(t); g++) {
+      const size_t rpt = bml__token_rpt(t, g);
+      if (rows == 1) cr_expect_eq(rpt, 1, "group %zu: %zu rows a work-item", g, rpt);
+      else cr_expect_gt(rpt, 0, "group %zu not planned", g);
+    }
+    bml_token_close(t);
+    free_model(&m);
+  }
+  bml_worker_close(w);
+}
+
+/* One row a work-item where a product's groups of lr rows fit the
+ * resident kernel's work-groups: bonsai-8b's shapes on a card of 132. */
+Test(token, one_row_a_work_item_where_the_rows_would_leave_work_groups_idle) {
+  cr_expect(bml__token_one_row(4096, 32, 4, 132), "O and down: 32 groups of 128 rows for 132 work-groups");
+  cr_expect(bml__token_one_row(4224, 32, 4, 132), "132 groups of 32 rows");
+  cr_expect_not(bml__token_one_row(4225, 32, 4, 132), "133 groups of 32 rows");
+  cr_expect_not(bml__token_one_row(6144, 32, 4, 132), "Q/K/V: 192 groups of 32 rows");
+  cr_expect_not(bml__token_one_row(24576, 32, 4, 132), "gate/up: 192 groups of 128 rows");
+  cr_expect_not(bml__token_one_row(4096, 32, 1, 132), "already one row");
+  cr_expect_not(bml__token_one_row(256, 32, 4, 1), "PoCL's one work-group");
+  cr_expect(bml__token_one_row(2048, 64, 2, 132), "32 groups of 64 rows");
+}
+
 /* The worker's own products between a token's groups (its kernel parked,
  * then launched again), and a release (its matrices uploaded again). */
 Test(token, the_workers_own_products_and_a_release_between_groups_keep_every_bit) {

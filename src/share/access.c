@@ -71,6 +71,8 @@ double bml__worker_token_seconds(const bml_worker *w, bool on_card, double measu
   return fixed > 0 ? fixed : measured;
 }
 
+int bml__worker_token_rows(const bml_worker *w) { return w->hooks.token_rows; }
+
 bool bml__worker_token_fault(bml_worker *w) { return w->hooks.fail_tokens > 0 && w->hooks.fail_tokens-- > 0; }
 
 bml_token **bml__worker_tokens(bml_worker *w) { return &w->tokens; }

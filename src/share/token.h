@@ -40,6 +40,8 @@ int bml__worker_token_where(const bml_worker *w);
 /* A token's trial's seconds as the decision takes them: `measured`, or a
  * test hook's (base/hooks.h, token_seconds). */
 double bml__worker_token_seconds(const bml_worker *w, bool on_card, double measured);
+/* A test hook's choice of a token's rows a work-item (base/hooks.h, token_rows). */
+int bml__worker_token_rows(const bml_worker *w);
 /* Whether a test hook fails this resident run (base/hooks.h, fail_tokens). */
 bool bml__worker_token_fault(bml_worker *w);
 /* The worker's pool. */
@@ -55,6 +57,14 @@ int bml__worker_batch_entered(bml_worker *w, const bml_product *products, size_t
 /* Makes t run every group resident (the open's check of tokens): no
  * learning, no batches (a group that cannot run resident fails). */
 void bml__token_check_only(bml_token *t);
+/* Whether a group of `rows` rows runs resident at one row a work-item,
+ * not rpt (the card's shape: lr rows a slice, rpt slices), on nwg
+ * work-groups: where its groups of lr rows are no more than nwg, so that a
+ * work-group takes one (at rpt, fewer groups of lr x rpt rows leave
+ * work-groups idle: cl/q1_0.cl, q1_0_token). */
+bool bml__token_one_row(size_t rows, size_t lr, size_t rpt, size_t nwg);
+/* Group g of t's rows a work-item as planned (0 before its card copy). */
+size_t bml__token_rpt(const bml_token *t, size_t g);
 /* The resident launches t has made (for tests: a token's first group
  * again needs one; nothing else should). */
 uint32_t bml__token_launches(const bml_token *t);

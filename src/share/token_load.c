@@ -41,6 +41,11 @@ static int upload_group(bml_token *t, size_t g, size_t rb0) {
   return rc;
 }
 
+/* (token.h) */
+bool bml__token_one_row(size_t rows, size_t lr, size_t rpt, size_t nwg) {
+  return rpt > 1 && lr > 0 && (rows + lr - 1) / lr <= nwg;
+}
+
 /* Group g's records, planned as one launch of at most nwg work-groups
  * would be (kernels.c), numbered across the plan's launches: the resident
  * kernel's work-group k takes the group's work-groups k, k + nwg, ...
@@ -52,13 +57,19 @@ static size_t plan_group(bml_token *t, size_t g, size_t rb0, bml__desc *desc, ui
   bml__batch_item item = {&m, BML_BATCHED_LR, t->act_off[g], t->out_at / sizeof(float)}; /* out_base: host's start */
   bml__batch_rec rec;
   bml__batch_run run;
-  const size_t groups_max = t->card->max_groups, run_bytes = t->card->run_bytes;
-  t->card->max_groups = t->nwg, t->card->run_bytes = SIZE_MAX;
-  bml__batch_plan(t->card, &item, 1, &rec, desc, &run);
-  t->card->max_groups = groups_max, t->card->run_bytes = run_bytes;
-  entry[1] = 1, entry[2] = desc[0].first_group + desc[0].wgs;
+  bml__card *c = t->card;
+  const int forced = bml__worker_token_rows(t->w);
+  const bool one = forced ? forced == 1 : bml__token_one_row(rows, c->lrrows, c->lrrpt, t->nwg);
+  const size_t groups_max = c->max_groups, run_bytes = c->run_bytes, rpt = c->lrrpt;
+  c->max_groups = t->nwg, c->run_bytes = SIZE_MAX, c->lrrpt = one ? 1 : rpt;
+  bml__batch_plan(c, &item, 1, &rec, desc, &run);
+  c->max_groups = groups_max, c->run_bytes = run_bytes, c->lrrpt = rpt;
+  entry[1] = 1, entry[2] = desc[0].first_group + desc[0].wgs, entry[5] = one;
+  t->rpt[g] = (uint8_t)(one ? 1 : rpt);
   return 1;
 }
+
+size_t bml__token_rpt(const bml_token *t, size_t g) { return t && t->rpt && g < t->ngroups ? t->rpt[g] : 0; }
 
 /* The token's matrices, records and buffers on the card.  Returns 0, or an
  * error (then nothing is held and the token runs through batches). */
