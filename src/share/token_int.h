@@ -1,4 +1,4 @@
-/* token_int.h -- a token's own state, shared by token.c (its groups run), token_load.c (its card copy made) and resident.c (let go). */
+/* token_int.h -- a token's own state, shared by token.c (its groups run), token_load.c (its card copy), resident.c (its kernel). */
 #ifndef BML_TOKEN_INT_H
 #define BML_TOKEN_INT_H
 
