@@ -165,6 +165,21 @@ Test(token, groups_are_the_products_that_share_an_activation) {
   bml_worker_close(w);
 }
 
+/* A token of m on w, run `tokens` times in order: every result the CPU's
+ * bits, every product on the card, the token still resident. */
+static bml_token *open_and_run(bml_worker *w, model *m, int tokens, const char *when) {
+  bml_token *t = NULL;
+  cr_assert_eq(bml_worker_token_open(w, m->p, PRODUCTS, &t), 0);
+  const long long before = on_card(w);
+  for (int token = 0; token < tokens; token++) {
+    run_all(t, m);
+    expect_exact(m, when);
+  }
+  cr_expect(bml_token_resident(t), "%s: the token left the card", when);
+  cr_expect_eq(on_card(w) - before, tokens * PRODUCTS, "%s: products on the card", when);
+  return t;
+}
+
 /* The open's check passes on the card (PoCL here): tokens run resident,
  * every group on the card, in order token after token, and out of order. */
 Test(token_debug, a_resident_token_gives_the_cpu_bits_in_order_and_out_of_order) {
@@ -173,15 +188,7 @@ Test(token_debug, a_resident_token_gives_the_cpu_bits_in_order_and_out_of_order)
   model m;
   make_model(&m, 256, 2);
   keep_some(&m);
-  bml_token *t = NULL;
-  cr_assert_eq(bml_worker_token_open(w, m.p, PRODUCTS, &t), 0);
-  const long long before = on_card(w);
-  for (int token = 0; token < 3; token++) {
-    run_all(t, &m);
-    expect_exact(&m, "in order");
-  }
-  cr_expect(bml_token_resident(t), "the token left the card");
-  cr_expect_eq(on_card(w) - before, 3 * PRODUCTS);
+  bml_token *t = open_and_run(w, &m, 3, "in order");
   /* one launch a token: its first group, run in the launch before, needs
    * a new one; none gave up (a parked launch's given-up ticket once made
    * the next launch give up at once, and the one after it too on a card
@@ -209,15 +216,7 @@ Test(token, groups_planned_at_one_row_a_work_item_keep_every_bit) {
     model m;
     make_model(&m, 256, 8 + (uint64_t)rows);
     keep_some(&m);
-    bml_token *t = NULL;
-    cr_assert_eq(bml_worker_token_open(w, m.p, PRODUCTS, &t), 0);
-    const long long before = on_card(w);
-    for (int token = 0; token < 2; token++) {
-      run_all(t, &m);
-      expect_exact(&m, rows == 1 ? "one row a work-item" : "the card's rows a work-item");
-    }
-    cr_expect(bml_token_resident(t), "the token left the card");
-    cr_expect_eq(on_card(w) - before, 2 * PRODUCTS);
+    bml_token *t = open_and_run(w, &m, 2, rows == 1 ? "one row a work-item" : "the card's rows a work-item");
     for (size_t g = 0; g < bml_token_groups(t); g++) {
       const size_t rpt = bml__token_rpt(t, g);
       if (rows == 1) cr_expect_eq(rpt, 1, "group %zu: %zu rows a work-item", g, rpt);

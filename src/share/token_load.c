@@ -107,8 +107,7 @@ int bml__token_load(bml_token *t) {
   if (rc == CL_SUCCESS) {
     t->card_bytes = bytes;
     bml__worker_token_hold(t->w, (int64_t)bytes);
-    memset(t->h, 0, TOKEN_HEAD);
-    memset(t->h + t->done_at, 0, t->nwg * 4);
+    memset(t->h, 0, TOKEN_HEAD); /* (the done words: each launch sets them) */
   }
   words[TOKEN_DONES] = (uint32_t)t->done_at;
   size_t rb0 = 0;
