@@ -355,6 +355,9 @@ static void learn_where(double card_s, double cpu_s, bool card_wins) {
   expect_exact(&m, "learnt");
   cr_expect_eq(counter(w, "products_on_cpu_decided") - cpu, card_wins ? 0 : PRODUCTS, "on the CPU");
   cr_expect_eq(counter(w, "products_on_card") - card, card_wins ? PRODUCTS : 0, "on the card");
+  /* on a software device (PoCL here) the kernel waits for the next group
+   * on one of the host's cores: a token whose groups run on the CPU parks it */
+  cr_expect_eq(bml__token_running(t), card_wins, "the kernel %s", card_wins ? "was parked" : "still waits on a core");
   bml_token_close(t);
   free_model(&m);
   bml_worker_close(w);

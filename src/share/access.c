@@ -32,6 +32,10 @@ bml__card *bml__worker_token_card(bml_worker *w, const bml__build **build, size_
   return w->card;
 }
 
+bool bml__worker_software_card(const bml_worker *w) {
+  return w->card && w->devices->dev[w->device].software != NULL;
+}
+
 bool bml__worker_token_fits(bml_worker *w, uint64_t bytes) {
   const uint64_t avail = w->limiter.integrated ? bml__mem_available() : 0;
   return bml__limiter_fits(&w->limiter, bytes, avail);

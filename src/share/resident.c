@@ -110,6 +110,8 @@ int bml__token_await(bml_token *t, uint32_t ticket) {
   }
 }
 
+bool bml__token_running(const bml_token *t) { return t && t->running; }
+
 void bml__token_park(bml_token *t) {
   if (!t || !t->running) return;
   bml__token_post(&t->h[TOKEN_REQ], TOKEN_ABORT);

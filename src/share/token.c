@@ -113,8 +113,13 @@ static int run_resident(bml_token *t, size_t g, double sec[BML_TOKEN_PHASES]) {
   return rc;
 }
 
-/* Group g on the worker's pool alone. */
+/* Group g on the worker's pool alone.  On a software device the resident
+ * kernel is parked first: its first work-group waits for the next group on
+ * one of the host's cores, which the pool's threads need (with PoCL on 2
+ * cores it took bonsai-1.7b's split token, every group on the CPU, from
+ * 22 ms to 32). */
 static int run_cpu(bml_token *t, size_t g) {
+  if (t->running && bml__worker_software_card(t->w)) bml__token_park(t);
   bml_product q[16];
   bml__cpu_piece pc[16];
   const size_t np = group_products(t, g, q);

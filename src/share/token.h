@@ -18,6 +18,9 @@ void bml__worker_enter_waiting(bml_worker *w);
  * none may (no card, retired, a child of fork(), zero-copy memory not to
  * be had, or the open's check refused resident tokens).  Inside a call. */
 bml__card *bml__worker_token_card(bml_worker *w, const bml__build **build, size_t *nwg, uint32_t *spins);
+/* Whether w's card is a software device, whose kernels run on the host's
+ * own cores (a resident kernel's wait takes one from the pool). */
+bool bml__worker_software_card(const bml_worker *w);
 /* Whether `bytes` more on the card stay within w's limit; hold counts them
  * as the worker's (negative: freed). */
 bool bml__worker_token_fits(bml_worker *w, uint64_t bytes);
@@ -65,6 +68,9 @@ void bml__token_check_only(bml_token *t);
 bool bml__token_one_row(size_t rows, size_t lr, size_t rpt, size_t nwg);
 /* Group g of t's rows a work-item as planned (0 before its card copy). */
 size_t bml__token_rpt(const bml_token *t, size_t g);
+/* Whether a launch of t's kernel is on the card now, waiting for its next
+ * group or running one (for tests). */
+bool bml__token_running(const bml_token *t);
 /* The resident launches t has made (for tests: a token's first group
  * again needs one; nothing else should). */
 uint32_t bml__token_launches(const bml_token *t);
