@@ -21,19 +21,18 @@ void bml__worker_leave(bml_worker *w) { leave(w); }
 #define TOKEN_SPINS_BUS (1u << 20)
 #define TOKEN_SPINS_HOST (1u << 30)
 
+bool bml__worker_software_card(const bml_worker *w) {
+  return w->card && w->devices->dev[w->device].software != NULL;
+}
+
 bml__card *bml__worker_token_card(bml_worker *w, const bml__build **build, size_t *nwg, uint32_t *spins) {
   if (!w->card || w->retired || w->child || !w->tokens_resident || !w->build.token) return NULL;
   if (!w->card->create_buffer_nv && !w->card->host_unified) return NULL; /* no memory both reach */
-  const bool software = w->devices->dev[w->device].software != NULL;
   *build = &w->build;
-  *nwg = software ? 1 : w->card->max_groups / BML_GROUPS_PER_UNIT;
+  *nwg = bml__worker_software_card(w) ? 1 : w->card->max_groups / BML_GROUPS_PER_UNIT;
   if (*nwg == 0) *nwg = 1;
   *spins = w->card->nvidia_build ? TOKEN_SPIN_US : w->card->create_buffer_nv ? TOKEN_SPINS_BUS : TOKEN_SPINS_HOST;
   return w->card;
-}
-
-bool bml__worker_software_card(const bml_worker *w) {
-  return w->card && w->devices->dev[w->device].software != NULL;
 }
 
 bool bml__worker_token_fits(bml_worker *w, uint64_t bytes) {
