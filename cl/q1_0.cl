@@ -1001,11 +1001,13 @@ void q1_0_mat_vec_lrb(__global const uint4 *restrict bits, __global const float 
  * an earlier copy of an address a group reads.  dev holds, from word BML_TOKEN_TABLE,
  * BML_TOKEN_GROUP_WORDS words a group (its records' word offset in dev,
  * their count, their work-groups in all, its activation's byte offset, its
- * bytes, and 1 where its records are planned at one row a work-item, not
- * BML_LRRPT), and the records.  A product of few rows leaves most of the
- * work-groups without a group of BML_LRROWS x BML_LRRPT rows, where a
- * group of BML_LRROWS rows keeps them busy (the same bits: a row's sums do
- * not depend on the rows beside it).
+ * bytes, and how its records are planned: 0 at BML_LRRPT rows a work-item,
+ * 1 at one row, 2 at one row and one lane a work-item, groups of
+ * BML_LRROWS / 2 rows, where BML_LRLPT is 2), and the records.  A product
+ * of few rows leaves most of the work-groups without a group of BML_LRROWS
+ * x BML_LRRPT rows, where a group of BML_LRROWS rows, or half of them,
+ * keeps them busy (the same bits: a row's sums do not depend on the rows
+ * beside it, nor on which work-item computes which of its lanes).
  */
 #define BML_TOKEN_REQ 0u
 #define BML_TOKEN_EXIT 32u
@@ -1100,6 +1102,9 @@ void q1_0_token(__global const uint4 *restrict bits, __global const float *restr
       BML_RECORD(d_, (__global const char *)dev);
       const bml_lmem lm = {tab, dtab, jtab, ssh};
       if (gt[5] == 1u) bml_lanes(&p, &lm, BML_LRROWS, 1u, BML_LRLPT, v - d_[0], d_[7]);
+#if BML_LRLPT == 2
+      else if (gt[5] == 2u) bml_lanes(&p, &lm, BML_LRROWS / 2u, 1u, 1u, v - d_[0], d_[7]);
+#endif
       else bml_lanes(&p, &lm, BML_LRROWS, BML_LRRPT, BML_LRLPT, v - d_[0], d_[7]);
     }
     /* the results out before the done word says they are: every

@@ -228,17 +228,49 @@ Test(token, groups_planned_at_one_row_a_work_item_keep_every_bit) {
   bml_worker_close(w);
 }
 
-/* One row a work-item where a product's groups of lr rows fit the
- * resident kernel's work-groups: bonsai-8b's shapes on a card of 132. */
-Test(token, one_row_a_work_item_where_the_rows_would_leave_work_groups_idle) {
-  cr_expect(bml__token_one_row(4096, 32, 4, 132), "O and down: 32 groups of 128 rows for 132 work-groups");
-  cr_expect(bml__token_one_row(4224, 32, 4, 132), "132 groups of 32 rows");
-  cr_expect_not(bml__token_one_row(4225, 32, 4, 132), "133 groups of 32 rows");
-  cr_expect_not(bml__token_one_row(6144, 32, 4, 132), "Q/K/V: 192 groups of 32 rows");
-  cr_expect_not(bml__token_one_row(24576, 32, 4, 132), "gate/up: 192 groups of 128 rows");
-  cr_expect_not(bml__token_one_row(4096, 32, 1, 132), "already one row");
-  cr_expect_not(bml__token_one_row(256, 32, 4, 1), "PoCL's one work-group");
-  cr_expect(bml__token_one_row(2048, 64, 2, 132), "32 groups of 64 rows");
+/* One row and one lane a work-item (groups of half the card's lr rows) on
+ * a card of two lanes a work-item, forced here where PoCL runs one
+ * work-group: the same bits, every group resident, planned so. */
+Test(token, groups_planned_at_one_row_and_one_lane_a_work_item_keep_every_bit) {
+  const bml__oracle_hooks oh = {.quick = true, .lr_shape = {64, 2, 2}};
+  bml__oracle_set_hooks(&oh);
+  bml_worker *w = open_worker();
+  bml__worker_hooks h = {.kernel = BML_KERNEL_COUNT, .token_rows = 3};
+  bml__worker_set_hooks(w, &h);
+  model m;
+  make_model(&m, 256, 11);
+  keep_some(&m);
+  bml_token *t = open_and_run(w, &m, 2, "one row and one lane a work-item");
+  for (size_t g = 0; g < bml_token_groups(t); g++) {
+    cr_expect_eq(bml__token_plan(t, g), BML_TOKEN_ROWS_ONE_LANE, "group %zu", g);
+    cr_expect_eq(bml__token_rpt(t, g), 1, "group %zu", g);
+  }
+  bml_token_close(t);
+  free_model(&m);
+  bml_worker_close(w);
+}
+
+/* The finest plan whose groups fit the resident kernel's work-groups:
+ * bonsai-8b's shapes on a card of 132 (one lane where the card has two). */
+Test(token, the_finest_plan_whose_groups_fit_the_work_groups) {
+  cr_expect_eq(bml__token_rows_plan(4096, 32, 4, 1, 132), BML_TOKEN_ROWS_ONE, "O, down: 128 groups of 32 rows");
+  cr_expect_eq(bml__token_rows_plan(4224, 32, 4, 1, 132), BML_TOKEN_ROWS_ONE, "132 groups of 32 rows");
+  cr_expect_eq(bml__token_rows_plan(4225, 32, 4, 1, 132), BML_TOKEN_ROWS_CARD, "133 groups of 32 rows");
+  cr_expect_eq(bml__token_rows_plan(6144, 32, 4, 1, 132), BML_TOKEN_ROWS_CARD, "Q/K/V: 192 groups of 32 rows");
+  cr_expect_eq(bml__token_rows_plan(24576, 32, 4, 1, 132), BML_TOKEN_ROWS_CARD, "gate/up: 192 groups of 128 rows");
+  cr_expect_eq(bml__token_rows_plan(4096, 32, 1, 1, 132), BML_TOKEN_ROWS_CARD, "already one row and one lane");
+  cr_expect_eq(bml__token_rows_plan(256, 32, 4, 1, 1), BML_TOKEN_ROWS_CARD, "PoCL's one work-group");
+  cr_expect_eq(bml__token_rows_plan(2048, 64, 2, 1, 132), BML_TOKEN_ROWS_ONE, "32 groups of 64 rows");
+  /* the H200's shape, 64 x 2, two lanes a work-item */
+  cr_expect_eq(bml__token_rows_plan(4096, 64, 2, 2, 132), BML_TOKEN_ROWS_ONE_LANE, "O, down: 128 groups of 32 rows");
+  cr_expect_eq(bml__token_rows_plan(4224, 64, 2, 2, 132), BML_TOKEN_ROWS_ONE_LANE, "132 groups of 32 rows");
+  cr_expect_eq(bml__token_rows_plan(4225, 64, 2, 2, 132), BML_TOKEN_ROWS_ONE, "67 groups of 64 rows");
+  cr_expect_eq(bml__token_rows_plan(6144, 64, 2, 2, 132), BML_TOKEN_ROWS_ONE, "Q/K/V: 96 groups of 64 rows");
+  cr_expect_eq(bml__token_rows_plan(24576, 64, 2, 2, 132), BML_TOKEN_ROWS_CARD, "gate/up: 192 groups of 128 rows");
+  cr_expect_eq(bml__token_rows_plan(4096, 64, 1, 2, 132), BML_TOKEN_ROWS_ONE_LANE, "one row already, two lanes");
+  cr_expect_eq(bml__token_rows_plan(8448, 64, 1, 2, 132), BML_TOKEN_ROWS_CARD, "264 groups of 32 rows, 132 of 64");
+  cr_expect_eq(bml__token_rows_plan(256, 64, 2, 2, 1), BML_TOKEN_ROWS_CARD, "PoCL's one work-group");
+  cr_expect_eq(bml__token_rows_plan(128, 8, 2, 2, 132), BML_TOKEN_ROWS_ONE, "no half slice under 8 rows");
 }
 
 /* The worker's own products between a token's groups (its kernel parked,

@@ -81,7 +81,8 @@ typedef struct {
   double token_seconds[2]; /* a token's timed trials take these seconds, on the card and on the CPU,
                               instead of their own (0: as measured): the decision, without the noise */
   int token_rows;       /* a token's groups planned at one row a work-item: 1 every group, 2 none,
-                           0 as bml__token_one_row decides (on PoCL's one work-group: none) */
+                           3 every group at one row and one lane (where the card has two lanes),
+                           0 as bml__token_rows_plan decides (on PoCL's one work-group: none) */
   unsigned kernel;      /* a bml__kernel_id; BML_KERNEL_COUNT (the default): the tuned choice by rows */
   int busy_finishes;    /* the next N finishes meet another thread's call: BML_EBUSY */
   uint64_t offset_limit; /* a submission's card activations (bytes) and results (floats) stay

@@ -214,8 +214,8 @@ int bml_worker_token_open(bml_worker *w, const bml_product *products, size_t cou
   t->where = calloc(t->ngroups, sizeof *t->where);
   t->times = calloc(t->ngroups * 2 * TRIALS, sizeof *t->times);
   t->tried = calloc(t->ngroups, sizeof *t->tried);
-  t->rpt = calloc(t->ngroups, sizeof *t->rpt);
-  if (!t->p || !t->first || !t->act_off || !t->ran || !t->where || !t->times || !t->tried || !t->rpt) {
+  t->plan = calloc(t->ngroups, sizeof *t->plan);
+  if (!t->p || !t->first || !t->act_off || !t->ran || !t->where || !t->times || !t->tried || !t->plan) {
     bml_token_close(t);
     return BML_ENOMEM;
   }
@@ -302,7 +302,7 @@ void bml_token_close(bml_token *t) {
   free(t->where);
   free(t->times);
   free(t->tried);
-  free(t->rpt);
+  free(t->plan);
   free(t->kept);
   free(t);
 }

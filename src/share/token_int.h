@@ -37,7 +37,7 @@ struct bml_token {
   size_t out_at;     /* byte offset of the results in host */
   size_t done_at;    /* word offset in host of the work-groups' done words (nwg) */
   size_t *act_off;   /* each group's activation: byte offset in host and dev */
-  uint8_t *rpt;      /* each group's rows a work-item (1 or the card's; 0 before the load) */
+  uint8_t *plan;     /* each group's bml__token_rows, as its card copy planned it */
   size_t nwg;
   uint32_t spins;
   /* the launch on the card */

@@ -42,8 +42,22 @@ static int upload_group(bml_token *t, size_t g, size_t rb0) {
 }
 
 /* (token.h) */
-bool bml__token_one_row(size_t rows, size_t lr, size_t rpt, size_t nwg) {
-  return rpt > 1 && lr > 0 && (rows + lr - 1) / lr <= nwg;
+bml__token_rows bml__token_rows_plan(size_t rows, size_t lr, size_t rpt, size_t lpt, size_t nwg) {
+  if (lpt == 2 && lr >= 16 && lr % 2 == 0 && (rows + lr / 2 - 1) / (lr / 2) <= nwg) return BML_TOKEN_ROWS_ONE_LANE;
+  if (rpt > 1 && lr > 0 && (rows + lr - 1) / lr <= nwg) return BML_TOKEN_ROWS_ONE;
+  return BML_TOKEN_ROWS_CARD;
+}
+
+/* The plan a test hook forces (base/hooks.h, token_rows), or the one
+ * bml__token_rows_plan chooses; one lane only where the card has two. */
+static bml__token_rows rows_plan(const bml_token *t, size_t rows) {
+  const bml__card *c = t->card;
+  switch (bml__worker_token_rows(t->w)) {
+  case 1: return BML_TOKEN_ROWS_ONE;
+  case 2: return BML_TOKEN_ROWS_CARD;
+  case 3: return c->lrlpt == 2 ? BML_TOKEN_ROWS_ONE_LANE : BML_TOKEN_ROWS_ONE;
+  default: return bml__token_rows_plan(rows, c->lrrows, c->lrrpt, c->lrlpt, t->nwg);
+  }
 }
 
 /* Group g's records, planned as one launch of at most nwg work-groups
@@ -58,18 +72,27 @@ static size_t plan_group(bml_token *t, size_t g, size_t rb0, bml__desc *desc, ui
   bml__batch_rec rec;
   bml__batch_run run;
   bml__card *c = t->card;
-  const int forced = bml__worker_token_rows(t->w);
-  const bool one = forced ? forced == 1 : bml__token_one_row(rows, c->lrrows, c->lrrpt, t->nwg);
-  const size_t groups_max = c->max_groups, run_bytes = c->run_bytes, rpt = c->lrrpt;
-  c->max_groups = t->nwg, c->run_bytes = SIZE_MAX, c->lrrpt = one ? 1 : rpt;
+  const bml__token_rows plan = rows_plan(t, rows);
+  /* the card's shape as this plan runs it (its work-groups, the rows of a group), for the plan alone */
+  const size_t groups_max = c->max_groups, run_bytes = c->run_bytes, lr = c->lrrows, rpt = c->lrrpt, lpt = c->lrlpt;
+  c->max_groups = t->nwg, c->run_bytes = SIZE_MAX;
+  if (plan != BML_TOKEN_ROWS_CARD) c->lrrpt = 1;
+  if (plan == BML_TOKEN_ROWS_ONE_LANE) c->lrrows = lr / 2, c->lrlpt = 1;
   bml__batch_plan(c, &item, 1, &rec, desc, &run);
-  c->max_groups = groups_max, c->run_bytes = run_bytes, c->lrrpt = rpt;
-  entry[1] = 1, entry[2] = desc[0].first_group + desc[0].wgs, entry[5] = one;
-  t->rpt[g] = (uint8_t)(one ? 1 : rpt);
+  c->max_groups = groups_max, c->run_bytes = run_bytes, c->lrrows = lr, c->lrrpt = rpt, c->lrlpt = lpt;
+  entry[1] = 1, entry[2] = desc[0].first_group + desc[0].wgs, entry[5] = plan;
+  t->plan[g] = (uint8_t)plan;
   return 1;
 }
 
-size_t bml__token_rpt(const bml_token *t, size_t g) { return t && t->rpt && g < t->ngroups ? t->rpt[g] : 0; }
+bml__token_rows bml__token_plan(const bml_token *t, size_t g) {
+  return t && t->plan && g < t->ngroups ? (bml__token_rows)t->plan[g] : BML_TOKEN_ROWS_CARD;
+}
+
+size_t bml__token_rpt(const bml_token *t, size_t g) {
+  if (!t || !t->plan || !t->loaded || g >= t->ngroups) return 0;
+  return t->plan[g] == BML_TOKEN_ROWS_CARD ? t->card->lrrpt : 1;
+}
 
 /* The token's matrices, records and buffers on the card.  Returns 0, or an
  * error (then nothing is held and the token runs through batches). */
