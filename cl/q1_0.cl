@@ -420,10 +420,9 @@ static inline void bml_lbuild(__local float *tab, uint u, const bml_lsrc *x, con
 #pragma unroll
     for (uint i = 0; i < unit; i++) e[i] = x->d * (float)m[i];
   }
-  __local float4 *t = (__local float4 *)(tab + pair * 16u);
   const uint z = bml_swz(pair);
 #pragma unroll
-  for (uint i = 0; i < unit / 4u; i++) t[(p0 / 4u + i) ^ z] = (float4)(e[4u * i], e[4u * i + 1u], e[4u * i + 2u], e[4u * i + 3u]);
+  for (uint i = 0; i < unit / 4u; i++) vstore4(vload4(i, e), (p0 / 4u + i) ^ z, tab + pair * 16u);
 }
 
 /* A table word of block j of the tile: its byte address is the block's
