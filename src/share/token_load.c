@@ -153,6 +153,12 @@ int bml__token_load(bml_token *t) {
     bml__token_free_card(t);
     return rc;
   }
+  size_t plans[3] = {0};
+  for (size_t g = 0; g < t->ngroups; g++) plans[t->plan[g]]++;
+  bml__debug(BML_CAT_WORKER,
+             "a token of %zu groups on the card, %zu work-groups of _lr %zux%zu, %zu lanes: %zu groups at its rows a "
+             "work-item, %zu at one row, %zu at one row and one lane",
+             t->ngroups, t->nwg, c->lrrows, c->lrrpt, c->lrlpt, plans[0], plans[1], plans[2]);
   t->loaded = true;
   return 0;
 }
