@@ -399,6 +399,41 @@ Test(token, a_token_on_a_slow_card_learns_the_cpu_for_every_group) { learn_where
 
 Test(token, a_token_on_a_fast_card_keeps_every_group_on_the_card) { learn_where(1e-5, 1e-4, true); }
 
+/* A group decided for the CPU by its trials (back to back on a warm pool)
+ * whose runs since are slower than the card's trials goes back to the
+ * card: the CPU fast in the trials, then slow (the hook's times), every
+ * group on the card after its next five runs, every result exact. */
+Test(token, a_group_slower_on_the_cpu_than_its_trials_said_goes_back_to_the_card) {
+  bml_worker *w = open_worker();
+  bml__worker_set_share_calibrated(w, 0.5);
+  cr_assert_eq(bml_worker_set_limit(w, 1.0), 0);
+  bml__worker_hooks h = {.kernel = BML_KERNEL_COUNT, .token_seconds = {1e-4, 1e-5}};
+  bml__worker_set_hooks(w, &h);
+  model m;
+  make_model(&m, 128, 12);
+  keep_some(&m);
+  bml_token *t = NULL;
+  cr_assert_eq(bml_worker_token_open(w, m.p, PRODUCTS, &t), 0);
+  cr_assert(bml_token_resident(t), "the card cannot keep a token here: the trials need it");
+  for (int token = 0; token < 11; token++) run_all(t, &m);
+  long long card = counter(w, "products_on_card");
+  run_all(t, &m);
+  expect_exact(&m, "decided for the CPU");
+  cr_assert_eq(counter(w, "products_on_card") - card, 0, "the trials chose the CPU");
+  h.token_seconds[1] = 1e-3; /* the CPU's runs since: slower than the card's trials */
+  bml__worker_set_hooks(w, &h);
+  for (int token = 0; token < 4; token++) run_all(t, &m);
+  expect_exact(&m, "on the CPU, slower");
+  card = counter(w, "products_on_card");
+  run_all(t, &m);
+  expect_exact(&m, "back on the card");
+  cr_expect_eq(counter(w, "products_on_card") - card, PRODUCTS, "every group back on the card");
+  cr_expect(bml__token_running(t), "the kernel runs the token again");
+  bml_token_close(t);
+  free_model(&m);
+  bml_worker_close(w);
+}
+
 /* A resident run that fails on the card (after its kernel was launched
  * and asked): that group and the token's later ones run as the worker's
  * batches, exactly; the kernel is parked, nothing leaks, and the card

@@ -144,12 +144,31 @@ static int where(bml_token *t, size_t g) {
   return t->tried[g] % 2 == 0 ? WHERE_CARD : WHERE_CPU; /* the first (untimed) on the card */
 }
 
-/* A trial's time: after TRIALS each way, the faster median decides. */
+/* A trial's time: after TRIALS each way, the faster median decides.  A
+ * group decided for the CPU goes on being timed there: its trials ran
+ * back to back on a warm pool (every group of a trial's token on the
+ * CPU), its runs now follow the card's groups, after the pool's helpers
+ * have gone idle.  Where the median of its next TRIALS runs is slower than
+ * the card's trials, it goes back to the card for good (with NVIDIA's
+ * driver, an H100, bonsai-1.7b's split token took 1.08x the card alone's
+ * with the trials' decisions alone). */
 static void learn(bml_token *t, size_t g, int ran, double seconds) {
-  if (t->where[g] != WHERE_LEARN || ran == WHERE_BATCH || bml__worker_token_where(t->w) != WHERE_LEARN) return;
+  if (ran == WHERE_BATCH || bml__worker_token_where(t->w) != WHERE_LEARN) return;
+  float *card = t->times + g * 2 * TRIALS, *cpu = card + TRIALS;
+  if (t->where[g] == WHERE_CPU && ran == WHERE_CPU && t->tried[g] < 3 * TRIALS + 1) {
+    const unsigned k = t->tried[g]++ - (2 * TRIALS + 1); /* card[] sorted, its median kept */
+    cpu[k] = (float)bml__worker_token_seconds(t->w, false, seconds);
+    if (k + 1 < TRIALS) return;
+    qsort(cpu, TRIALS, sizeof *cpu, cmpf);
+    if (cpu[TRIALS / 2] <= card[TRIALS / 2]) return;
+    t->where[g] = WHERE_CARD;
+    bml__debug(BML_CAT_WORKER, "a token's group %zu (\"%s\"): back to the card (median %.1f us on the CPU since, %.1f "
+               "on the card)", g, t->p[t->first[g]].name, cpu[TRIALS / 2] * 1e6, card[TRIALS / 2] * 1e6);
+    return;
+  }
+  if (t->where[g] != WHERE_LEARN) return;
   const unsigned k = t->tried[g]++;
   if (k == 0) return; /* the upload's */
-  float *card = t->times + g * 2 * TRIALS, *cpu = card + TRIALS;
   const unsigned n = (k - 1) / 2; /* runs 1, 2: cpu 0, card 1 ... */
   if (n < TRIALS) (ran == WHERE_CARD ? card : cpu)[n] = (float)bml__worker_token_seconds(t->w, ran == WHERE_CARD, seconds);
   if (k < 2 * TRIALS) return;
