@@ -360,6 +360,20 @@ static long long counter(bml_worker *w, const char *name) {
   return n;
 }
 
+/* A worker whose groups learn where they run (the trials' times from h), and a resident token of a model. */
+static bml_token *learning_token(bml_worker **w, bml__worker_hooks *h, model *m, uint64_t seed) {
+  *w = open_worker();
+  bml__worker_set_share_calibrated(*w, 0.5); /* not fixed (PoCL's calibration may not use the card at all) */
+  cr_assert_eq(bml_worker_set_limit(*w, 1.0), 0);
+  bml__worker_set_hooks(*w, h);
+  make_model(m, 128, seed);
+  keep_some(m);
+  bml_token *t = NULL;
+  cr_assert_eq(bml_worker_token_open(*w, m->p, PRODUCTS, &t), 0);
+  cr_assert(bml_token_resident(t), "the card cannot keep a token here: the trials need it");
+  return t;
+}
+
 /* A worker whose share is not fixed lets each group learn where it runs:
  * after its trials (5 each way after one untimed) the faster median wins.
  * The trials' times are set by a hook here (the decision, not the
@@ -367,17 +381,10 @@ static long long counter(bml_worker *w, const char *name) {
  * the CPU, a fast one keeps every group on the card; every result exact
  * all along, the groups running resident and on the pool in turn. */
 static void learn_where(double card_s, double cpu_s, bool card_wins) {
-  bml_worker *w = open_worker();
-  bml__worker_set_share_calibrated(w, 0.5); /* not fixed (PoCL's calibration may not use the card at all) */
-  cr_assert_eq(bml_worker_set_limit(w, 1.0), 0);
+  bml_worker *w;
   bml__worker_hooks h = {.kernel = BML_KERNEL_COUNT, .token_seconds = {card_s, cpu_s}};
-  bml__worker_set_hooks(w, &h);
   model m;
-  make_model(&m, 128, 7);
-  keep_some(&m);
-  bml_token *t = NULL;
-  cr_assert_eq(bml_worker_token_open(w, m.p, PRODUCTS, &t), 0);
-  cr_assert(bml_token_resident(t), "the card cannot keep a token here: the trials need it");
+  bml_token *t = learning_token(&w, &h, &m, 7);
   for (int token = 0; token < 11; token++) {
     run_all(t, &m);
     expect_exact(&m, "while learning");
@@ -404,17 +411,10 @@ Test(token, a_token_on_a_fast_card_keeps_every_group_on_the_card) { learn_where(
  * card: the CPU fast in the trials, then slow (the hook's times), every
  * group on the card after its next five runs, every result exact. */
 Test(token, a_group_slower_on_the_cpu_than_its_trials_said_goes_back_to_the_card) {
-  bml_worker *w = open_worker();
-  bml__worker_set_share_calibrated(w, 0.5);
-  cr_assert_eq(bml_worker_set_limit(w, 1.0), 0);
+  bml_worker *w;
   bml__worker_hooks h = {.kernel = BML_KERNEL_COUNT, .token_seconds = {1e-4, 1e-5}};
-  bml__worker_set_hooks(w, &h);
   model m;
-  make_model(&m, 128, 12);
-  keep_some(&m);
-  bml_token *t = NULL;
-  cr_assert_eq(bml_worker_token_open(w, m.p, PRODUCTS, &t), 0);
-  cr_assert(bml_token_resident(t), "the card cannot keep a token here: the trials need it");
+  bml_token *t = learning_token(&w, &h, &m, 12);
   for (int token = 0; token < 11; token++) run_all(t, &m);
   long long card = counter(w, "products_on_card");
   run_all(t, &m);
