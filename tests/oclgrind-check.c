@@ -1,9 +1,9 @@
 /* oclgrind-check.c -- every shipped variant of the kernels through the oracle on Oclgrind, small shapes, every row the CPU's.
  *
- * Run by .ci/run as `oclgrind --data-races --uninitialized
- * oclgrind-check`: Oclgrind simulates an OpenCL device and reports every
- * data race, out-of-bounds access and use of an uninitialised value of the
- * kernels it runs, which a real card would let pass or compute past;
+ * Run by .ci/run as `oclgrind --data-races oclgrind-check`: Oclgrind
+ * simulates an OpenCL device and reports every data race and
+ * out-of-bounds access of the kernels it runs (its --uninitialized check:
+ * doc/ORACLE.md), which a real card would let pass or compute past;
  * .ci/run fails the step on any such report.  This program runs the
  * oracle's checks (doc/ORACLE.md: the fma probe, then every kernel, each
  * build of the native and of the emulated fma, on random, layer-shaped and
@@ -53,56 +53,6 @@ CL_API_ENTRY cl_int CL_API_CALL clEnqueueWriteBuffer(cl_command_queue q, cl_mem 
   (void)blocking;
   free(copy);
   return rc;
-}
-
-/* A map for writing at an offset (the library's uploads into a slab that
- * holds other matrices, src/card/kernels.c) makes Oclgrind's
- * --uninitialized check drop what it knew of the whole buffer and mark the
- * mapped bytes at the wrong place: every matrix of the slab then reads
- * as uninitialised.  This program's map of that kind hands out ordinary
- * memory, and its unmap copies it in with clEnqueueWriteBuffer, whose
- * bytes Oclgrind marks where they land; other maps are Oclgrind's own. */
-typedef struct {
-  void *ptr;
-  cl_mem buf;
-  size_t off, size;
-} write_map;
-static write_map write_maps[16];
-
-#undef clEnqueueMapBuffer
-CL_API_ENTRY void *CL_API_CALL clEnqueueMapBuffer(cl_command_queue q, cl_mem b, cl_bool blocking, cl_map_flags flags,
-                                                  size_t off, size_t size, cl_uint nev, const cl_event *ev,
-                                                  cl_event *e, cl_int *rc) {
-  typedef void *(*fn)(cl_command_queue, cl_mem, cl_bool, cl_map_flags, size_t, size_t, cl_uint, const cl_event *,
-                      cl_event *, cl_int *);
-  fn real = (fn)dlsym(RTLD_NEXT, "clEnqueueMapBuffer");
-  if (flags != CL_MAP_WRITE_INVALIDATE_REGION || e || nev)
-    return real ? real(q, b, blocking, flags, off, size, nev, ev, e, rc) : NULL;
-  for (size_t i = 0; i < sizeof write_maps / sizeof write_maps[0]; i++) {
-    if (write_maps[i].ptr) continue;
-    void *p = malloc(size ? size : 1);
-    if (rc) *rc = p ? CL_SUCCESS : CL_OUT_OF_HOST_MEMORY;
-    if (p) write_maps[i] = (write_map){p, b, off, size};
-    return p;
-  }
-  if (rc) *rc = CL_OUT_OF_HOST_MEMORY;
-  return NULL;
-}
-
-#undef clEnqueueUnmapMemObject
-CL_API_ENTRY cl_int CL_API_CALL clEnqueueUnmapMemObject(cl_command_queue q, cl_mem b, void *p, cl_uint nev,
-                                                        const cl_event *ev, cl_event *e) {
-  typedef cl_int (*fn)(cl_command_queue, cl_mem, void *, cl_uint, const cl_event *, cl_event *);
-  for (size_t i = 0; p && i < sizeof write_maps / sizeof write_maps[0]; i++) {
-    write_map *m = &write_maps[i];
-    if (m->ptr != p || m->buf != b) continue;
-    const cl_int rc = clEnqueueWriteBuffer(q, b, CL_TRUE, m->off, m->size, p, nev, ev, e);
-    free(p);
-    *m = (write_map){0};
-    return rc;
-  }
-  fn real = (fn)dlsym(RTLD_NEXT, "clEnqueueUnmapMemObject");
-  return real ? real(q, b, p, nev, ev, e) : CL_INVALID_VALUE;
 }
 
 #include "kernel_variants.h" /* NVIDIA's build with its PTX written in C, as the tests build it */
