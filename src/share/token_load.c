@@ -71,15 +71,14 @@ static size_t plan_group(bml_token *t, size_t g, size_t rb0, bml__desc *desc, ui
   bml__batch_item item = {&m, BML_BATCHED_LR, t->act_off[g], t->out_at / sizeof(float)}; /* out_base: host's start */
   bml__batch_rec rec;
   bml__batch_run run;
-  bml__card *c = t->card;
   const bml__token_rows plan = rows_plan(t, rows);
-  /* the card's shape as this plan runs it (its work-groups, the rows of a group), for the plan alone */
-  const size_t groups_max = c->max_groups, run_bytes = c->run_bytes, lr = c->lrrows, rpt = c->lrrpt, lpt = c->lrlpt;
-  c->max_groups = t->nwg, c->run_bytes = SIZE_MAX;
-  if (plan != BML_TOKEN_ROWS_CARD) c->lrrpt = 1;
-  if (plan == BML_TOKEN_ROWS_ONE_LANE) c->lrrows = lr / 2, c->lrlpt = 1;
-  bml__batch_plan(c, &item, 1, &rec, desc, &run);
-  c->max_groups = groups_max, c->run_bytes = run_bytes, c->lrrows = lr, c->lrrpt = rpt, c->lrlpt = lpt;
+  /* a copy of the card, shaped as this plan runs it (its work-groups, the
+   * rows of a group), for the batch plan to read */
+  bml__card shape = *t->card;
+  shape.max_groups = t->nwg, shape.run_bytes = SIZE_MAX;
+  if (plan != BML_TOKEN_ROWS_CARD) shape.lrrpt = 1;
+  if (plan == BML_TOKEN_ROWS_ONE_LANE) shape.lrrows /= 2, shape.lrlpt = 1;
+  bml__batch_plan(&shape, &item, 1, &rec, desc, &run);
   entry[1] = 1, entry[2] = desc[0].first_group + desc[0].wgs, entry[5] = plan;
   t->plan[g] = (uint8_t)plan;
   return 1;
