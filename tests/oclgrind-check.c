@@ -1,20 +1,30 @@
 /* oclgrind-check.c -- every shipped variant of the kernels through the oracle on Oclgrind, small shapes, every row the CPU's.
  *
- * Run by .ci/run as `oclgrind --data-races oclgrind-check`: Oclgrind
- * simulates an OpenCL device and reports every data race and
- * out-of-bounds access of the kernels it runs (its --uninitialized check:
- * doc/ORACLE.md), which a real card would let pass or compute past;
- * .ci/run fails the step on any such report.  This program runs the
- * oracle's checks (doc/ORACLE.md: the fma probe, then every kernel, each
- * build of the native and of the emulated fma, on random, layer-shaped and
- * infinite-scale data) on the oracle's four smallest shapes, once per
- * variant the library ships or chooses on some card: the table kernels
- * double-buffered and with one table (little local memory), two lanes a
- * work-item, and NVIDIA's formulation written in C.  Exit status 0 when
- * every variant passed every check; 1 otherwise (the failing lines on
- * standard error); 2 when there is no Oclgrind device.  An argument of
- * digits runs those variants only ("02": the first and the third).  Not part of the
- * library; linked with its convenience archive, as tools/harness is. */
+ * Run by .ci/run twice: `oclgrind --data-races oclgrind-check` and
+ * `oclgrind --uninitialized oclgrind-check --exact-slabs`.  Oclgrind
+ * simulates an OpenCL device and reports every data race, out-of-bounds
+ * access and read of uninitialised memory of the kernels it runs, which a
+ * real card would let pass or compute past; .ci/run fails the step on any
+ * such report.  This program runs the oracle's checks (doc/ORACLE.md: the
+ * fma probe, then every kernel, each build of the native and of the
+ * emulated fma, on random, layer-shaped and infinite-scale data) on the
+ * oracle's four smallest shapes, once per variant the library ships or
+ * chooses on some card: the table kernels double-buffered and with one
+ * table (little local memory), two lanes a work-item, and NVIDIA's
+ * formulation written in C.
+ *
+ * --exact-slabs gives each matrix of the batched checks a slab of its own
+ * size, for the uninitialised-value check: Oclgrind forgets what it knew
+ * of a whole buffer when the host writes part of it, so with shared slabs
+ * every matrix but the last written reads as uninitialised (doc/ORACLE.md).
+ * The run without it keeps the slabs the library uses, so the kernels'
+ * offsets into a shared slab are checked for races and bounds.
+ *
+ * Exit status 0 when every variant passed every check; 1 otherwise (the
+ * failing lines on standard error); 2 when there is no Oclgrind device or
+ * the arguments are wrong.  An argument of digits runs those variants only
+ * ("02": the first and the third).  Not part of the library; linked with
+ * its convenience archive, as tools/harness is. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <stdio.h>
@@ -96,6 +106,18 @@ static long oclgrind_device(const bml_devices *l) {
 }
 
 int main(int argc, char **argv) {
+  bool exact_slabs = false;
+  const char *only = NULL;
+  for (int i = 1; i < argc; i++) {
+    if (strcmp(argv[i], "--exact-slabs") == 0)
+      exact_slabs = true;
+    else if (argv[i][0] && strspn(argv[i], "0123456789") == strlen(argv[i]))
+      only = argv[i];
+    else {
+      fprintf(stderr, "oclgrind-check: unknown argument '%s' (usage: oclgrind-check [--exact-slabs] [DIGITS])\n", argv[i]);
+      return 2;
+    }
+  }
   bml__tune_disable(true); /* the default shapes: the tuning's products would take hours here */
   bml_discover_options o;
   bml_discover_options_init(&o);
@@ -110,14 +132,16 @@ int main(int argc, char **argv) {
   }
   int status = 0;
   for (size_t v = 0; v < sizeof variants / sizeof variants[0]; v++) {
-    if (argc > 1 && !strstr(argv[1], (char[]){(char)('0' + v), 0})) continue; /* "013": those variants only */
+    if (only && !strchr(only, '0' + (int)v)) continue; /* "013": those variants only */
     tally t = {variants[v].name, 0, 0};
     bml_verify_options vo;
     bml_verify_options_init(&vo);
     vo.on_line = on_line;
     vo.ctx = &t;
     vo.golden_dir = ""; /* ggml's cases are thousands of rows: the CPU suites and the cards check them */
-    bml__oracle_set_hooks(&variants[v].hooks);
+    bml__oracle_hooks hooks = variants[v].hooks;
+    hooks.exact_slabs = exact_slabs;
+    bml__oracle_set_hooks(&hooks);
     const int rc = bml__oracle_verify(&l->dev[dev], (size_t)dev, &vo, NULL, NULL);
     bml__oracle_set_hooks(NULL);
     printf("oclgrind-check: %s: %zu checks, %zu failed%s\n", t.variant, t.lines, t.failed, rc == 0 ? "" : " (not verified)");

@@ -18,5 +18,6 @@ bool bml__oracle_hooks_cacheable(void) {
   return !hooks.force_emulated && !hooks.max_chunk_rows && !hooks.wg && !hooks.local_mem && !hooks.kernel_wg &&
          !hooks.kernel_wg_emulated && !hooks.open_nomem && !hooks.discrete && !hooks.spoil_batch_check &&
          !hooks.spoil_token_check &&
-         !hooks.fail_calibration && !hooks.lr_shape[0] && !hooks.max_groups;
+         !hooks.fail_calibration && !hooks.lr_shape[0] && !hooks.max_groups &&
+         !hooks.exact_slabs;
 }

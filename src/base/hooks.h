@@ -41,6 +41,10 @@ typedef struct {
                                  per work-item instead of the tuning's (0 rows: the tuning's) */
   size_t max_groups;          /* a table kernel's launch runs at most this many work-groups
                                  (0: the card's; SIZE_MAX: a work-group per group) */
+  bool exact_slabs;           /* the batched checks give each matrix a slab of its own size, so
+                                 every host write fills a whole buffer (Oclgrind's uninitialised-
+                                 value check forgets a buffer's other bytes at a partial write:
+                                 tests/oclgrind-check.c) */
 } bml__oracle_hooks;
 
 /* Whether the hooks set are only those a remembered verdict's key holds

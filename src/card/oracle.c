@@ -212,7 +212,7 @@ static int run_batch(card_state *cs, bml__batched_id k, batch_case *bc, size_t n
   int rc = 0;
   for (size_t i = 0; rc == 0 && i < n; i++) {
     bml__rows_part part = {bc[i].w, bc[i].rows};
-    rc = bml__card_matrix_upload(cs->card, &part, 1, bc[i].n, false, &bc[i].m);
+    rc = bml__card_matrix_upload(cs->card, &part, 1, bc[i].n, hooks.exact_slabs, &bc[i].m);
     bc[i].act_off = act_bytes, bc[i].out_off = out_rows;
     act_bytes += bml__card_act_bytes(bc[i].n);
     out_rows += bc[i].rows;
