@@ -147,15 +147,18 @@ Test(limiter, skipped_products_are_not_timings) {
 
 /* ---- the balance, against a simulated card and CPU ------------------------
  * The card takes o + x / rg seconds for x weights (o: its round trip), the
- * CPU x / rc; a product of w weights split at share f takes the longer of
- * the two.  The CPU runs while the card computes, so the card's bound when
- * it finished first is the CPU's time. */
+ * CPU wake + x / rc (wake: its pool's helpers woken from sleep after an
+ * idle gap, paid by any CPU part); a product of w weights split at share f
+ * takes the longer of the two.  The CPU runs while the card computes, so
+ * the card's bound when it finished first is the CPU's time. */
 typedef struct {
-  double rg, rc, o, w;
+  double rg, rc, o, w, wake;
 } sim;
 
+static double sim_cpu(const sim *m, double wc) { return wc > 0 ? m->wake + wc / m->rc : 0; }
+
 static double sim_time(const sim *m, double f) {
-  double tg = f > 0 ? m->o + f * m->w / m->rg : 0, tc = (1 - f) * m->w / m->rc;
+  double tg = f > 0 ? m->o + f * m->w / m->rg : 0, tc = sim_cpu(m, (1 - f) * m->w);
   return tg > tc ? tg : tc;
 }
 
@@ -171,9 +174,9 @@ static double sim_best(const sim *m) {
 /* One product at the balance's share, learnt from; its time returned. */
 static double sim_step(const sim *m, bml__balance *b, double t_card_scale) {
   double f = b->share, wg = f * m->w, wc = m->w - wg;
-  double tg = (m->o + wg / m->rg) * t_card_scale, tc = wc / m->rc;
+  double tg = (m->o + wg / m->rg) * t_card_scale, tc = sim_cpu(m, wc);
   bool first = tg <= tc;
-  bml__balance_learn(b, wg, wc, first, first ? tc : tg, tc, m->rc, m->o);
+  bml__balance_learn(b, wg, wc, first, first ? tc : tg, tc, m->rc, m->o, wc > 0 ? m->wake : 0.0);
   return tg > tc ? tg : tc;
 }
 
@@ -243,6 +246,46 @@ Test(balance, one_disturbed_product_is_forgotten_and_a_lasting_change_learnt) {
   cr_expect(back >= 0 && back <= 6, "back within 10 %% of the best after %d products", back);
 }
 
+/* Every product after an idle gap, the pool's helpers asleep: its CPU part
+ * pays their wake-up first (13-750 us on a 2-vCPU VM), and the balance
+ * learns it apart from the CPU's rate.  From any share, no product after
+ * the first `within` is slower than the card alone, and the products
+ * settle within 10 % of the best split with that wake-up: a
+ * round-trip-bound product goes alone, a slow card keeps a smaller split
+ * that still beats it. */
+static void expect_gaps_never_lose(sim m, double from, int within, const char *what) {
+  const double alone = sim_time(&m, 1.0), best = sim_best(&m);
+  bml__balance b;
+  bml__balance_init(&b, from);
+  int last_slower = -1;
+  double sum = 0;
+  for (int i = 0; i < 100; i++) {
+    const double t = sim_step(&m, &b, 1.0);
+    if (t > alone) last_slower = i;
+    if (i >= 60) sum += t;
+  }
+  cr_expect_lt(last_slower, within, "%s (wake %g s) from share %.2f: product %d slower than the card alone", what,
+               m.wake, from, last_slower);
+  cr_expect_leq(sum / 40, 1.1 * best, "%s (wake %g s) from share %.2f: %g s a product against the best split %g",
+                what, m.wake, from, sum / 40, best);
+}
+
+Test(balance, after_idle_gaps_a_split_is_never_slower_than_the_card_alone) {
+  const double wakes[] = {100e-6, 400e-6, 750e-6};
+  for (size_t k = 0; k < sizeof wakes / sizeof wakes[0]; k++) {
+    sim small = {.rg = 5e12, .rc = 3.4e11, .o = 22e-6, .w = 1.68e7, .wake = wakes[k]}; /* 4096x4096, H200 */
+    sim token = {.rg = 1.3e13, .rc = 3.3e11, .o = 20e-6, .w = 8.9e9, .wake = wakes[k]}; /* bonsai-8b in one */
+    sim slow = {.rg = 5e10, .rc = 4e11, .o = 100e-6, .w = 6.7e7, .wake = wakes[k]};     /* PoCL-like card */
+    sim even = {.rg = 2e11, .rc = 2e11, .o = 50e-6, .w = 6.7e7, .wake = wakes[k]};      /* an iGPU */
+    for (double from = 0.1; from < 1.0; from += 0.2) {
+      expect_gaps_never_lose(small, from, 6, "a small product");
+      expect_gaps_never_lose(token, from, 6, "a token");
+      expect_gaps_never_lose(slow, from, 6, "a slow card");
+      expect_gaps_never_lose(even, from, 6, "an even pair");
+    }
+  }
+}
+
 /* The H200's round trip of a small product: the card alone takes 25.4 us,
  * the best split 23.7 (7 % less), and the driver makes every seventh
  * round trip twice as long.  The card stays alone: a split would save
@@ -267,9 +310,9 @@ Test(balance, a_noisy_round_trip_keeps_the_card_alone) {
   }
   /* without the round trip, the same products look like a card of a
    * seventh of its rate, and a split */
-  bml__balance_learn(&b, small.w, 0, false, 25.4e-6, 0, 0, 0.0);
-  bml__balance_learn(&b, small.w, 0, false, 25.4e-6, 0, 0, 0.0);
-  bml__balance_learn(&b, small.w, 0, false, 25.4e-6, 0, 0, 0.0);
+  bml__balance_learn(&b, small.w, 0, false, 25.4e-6, 0, 0, 0.0, 0.0);
+  bml__balance_learn(&b, small.w, 0, false, 25.4e-6, 0, 0, 0.0, 0.0);
+  bml__balance_learn(&b, small.w, 0, false, 25.4e-6, 0, 0, 0.0, 0.0);
   cr_expect_lt(b.share, 0.95, "%f", b.share);
 }
 
@@ -278,14 +321,14 @@ Test(balance, a_noisy_round_trip_keeps_the_card_alone) {
 Test(balance, a_balance_takes_its_own_cpu_rate_before_another_measured_last) {
   bml__balance b;
   bml__balance_init(&b, 0.5);
-  bml__balance_learn(&b, 1e6, 1e6, false, 1e-3, 1e-3, 0.0, 0.0); /* both 1e9 a second */
+  bml__balance_learn(&b, 1e6, 1e6, false, 1e-3, 1e-3, 0.0, 0.0, 0.0); /* both 1e9 a second */
   cr_expect_float_eq(b.share, 0.5, 1e-12);
   cr_expect_float_eq(b.cpu_rate, 1e9, 1e-3);
-  bml__balance_learn(&b, 2e6, 0, false, 1e-3, 0.0, 1e11, 0.0); /* the card 2e9 a second alone */
+  bml__balance_learn(&b, 2e6, 0, false, 1e-3, 0.0, 1e11, 0.0, 0.0); /* the card 2e9 a second alone */
   cr_expect_float_eq(b.share, 2.0 / 3.0, 1e-12, "the CPU's rate of another kind taken: %f", b.share);
   bml__balance c;
   bml__balance_init(&c, 0.5);
-  bml__balance_learn(&c, 2e6, 0, false, 1e-3, 0.0, 1e9, 0.0);
+  bml__balance_learn(&c, 2e6, 0, false, 1e-3, 0.0, 1e9, 0.0, 0.0);
   cr_expect_float_eq(c.share, 2.0 / 3.0, 1e-12, "none of its own yet: the one given");
 }
 
@@ -299,7 +342,7 @@ Test(balance, a_cpu_rate_measured_slow_once_does_not_keep_the_card_alone) {
   for (int i = 0; i < 20; i++) sim_step(&igpu, &b, 1.0);
   cr_assert_lt(b.share, 0.9);
   const double wg = b.share * igpu.w, wc = igpu.w - wg;
-  bml__balance_learn(&b, wg, wc, false, igpu.o + wg / igpu.rg, wc / (igpu.rc / 20), igpu.rc, igpu.o);
+  bml__balance_learn(&b, wg, wc, false, igpu.o + wg / igpu.rg, wc / (igpu.rc / 20), igpu.rc, igpu.o, 0.0);
   cr_assert_eq(b.share, 1.0, "the CPU twenty times slower: the card alone (%f)", b.share);
   int back = -1;
   for (int i = 0; i < BML_RATE_AGE + 100 && back < 0; i++) {
@@ -326,7 +369,7 @@ Test(balance, a_round_trip_measured_long_does_not_keep_the_card_at_the_least_sha
   for (int i = 0; i < 20; i++) {
     const double wg = b.share * m.w, wc = m.w - wg, tg = m.o + wg / m.rg, tc = wc / m.rc;
     const bool first = tg <= tc;
-    bml__balance_learn(&b, wg, wc, first, first ? tc : tg, tc, m.rc, rt);
+    bml__balance_learn(&b, wg, wc, first, first ? tc : tg, tc, m.rc, rt, 0.0);
     t = tg > tc ? tg : tc;
   }
   cr_expect_eq(b.share, 1.0, "share %f", b.share);
@@ -338,44 +381,44 @@ Test(balance, a_split_must_save_time_to_be_kept_and_more_to_be_taken) {
   bml__balance b;
   bml__balance_init(&b, 0.5);
   /* the card 15e9 a second, the CPU 1e9: split 0.9375, saving 6.25 % */
-  bml__balance_learn(&b, 15e6, 1e6, false, 1e-3, 1e-3, 0.0, 0.0);
+  bml__balance_learn(&b, 15e6, 1e6, false, 1e-3, 1e-3, 0.0, 0.0, 0.0);
   cr_expect_float_eq(b.share, 0.9375, 1e-12);
   /* the card 25e9: saving 3.8 % */
-  bml__balance_learn(&b, 25e6, 1e6, false, 1e-3, 1e-3, 0.0, 0.0);
+  bml__balance_learn(&b, 25e6, 1e6, false, 1e-3, 1e-3, 0.0, 0.0, 0.0);
   cr_expect_eq(b.share, 1.0);
   /* alone, the card 15e9 again: 6.25 % is not enough to leave */
-  for (int i = 0; i < 10; i++) bml__balance_learn(&b, 15e6, 0, false, 1e-3, 0.0, 0.0, 0.0);
+  for (int i = 0; i < 10; i++) bml__balance_learn(&b, 15e6, 0, false, 1e-3, 0.0, 0.0, 0.0, 0.0);
   cr_expect_eq(b.share, 1.0);
   /* the card 8e9: saving 11 %, three times in a row */
-  bml__balance_learn(&b, 8e6, 0, false, 1e-3, 0.0, 0.0, 0.0);
-  bml__balance_learn(&b, 8e6, 0, false, 1e-3, 0.0, 0.0, 0.0);
+  bml__balance_learn(&b, 8e6, 0, false, 1e-3, 0.0, 0.0, 0.0, 0.0);
+  bml__balance_learn(&b, 8e6, 0, false, 1e-3, 0.0, 0.0, 0.0, 0.0);
   cr_expect_eq(b.share, 1.0);
-  bml__balance_learn(&b, 15e6, 0, false, 1e-3, 0.0, 0.0, 0.0); /* not in a row */
-  bml__balance_learn(&b, 8e6, 0, false, 1e-3, 0.0, 0.0, 0.0);
-  bml__balance_learn(&b, 8e6, 0, false, 1e-3, 0.0, 0.0, 0.0);
+  bml__balance_learn(&b, 15e6, 0, false, 1e-3, 0.0, 0.0, 0.0, 0.0); /* not in a row */
+  bml__balance_learn(&b, 8e6, 0, false, 1e-3, 0.0, 0.0, 0.0, 0.0);
+  bml__balance_learn(&b, 8e6, 0, false, 1e-3, 0.0, 0.0, 0.0, 0.0);
   cr_expect_eq(b.share, 1.0);
-  bml__balance_learn(&b, 8e6, 0, false, 1e-3, 0.0, 0.0, 0.0);
+  bml__balance_learn(&b, 8e6, 0, false, 1e-3, 0.0, 0.0, 0.0, 0.0);
   cr_expect_float_eq(b.share, 8.0 / 9.0, 1e-12);
 }
 
 Test(balance, nothing_is_learnt_without_the_card_or_a_cpu_rate) {
   bml__balance b;
   bml__balance_init(&b, 0.5);
-  bml__balance_learn(&b, 0, 100, false, 1.0, 1.0, 1e9, 0.0);
+  bml__balance_learn(&b, 0, 100, false, 1.0, 1.0, 1e9, 0.0, 0.0);
   cr_expect_eq(b.share, 0.5, "the card had no part");
-  bml__balance_learn(&b, 100, 0, false, 1.0, 0.0, 0.0, 0.0);
+  bml__balance_learn(&b, 100, 0, false, 1.0, 0.0, 0.0, 0.0, 0.0);
   cr_expect_eq(b.share, 0.5, "the CPU had no rows and its rate is unknown");
-  bml__balance_learn(&b, 100, 0, false, 1.0, 0.0, 100.0, 0.0);
+  bml__balance_learn(&b, 100, 0, false, 1.0, 0.0, 100.0, 0.0, 0.0);
   cr_expect_eq(b.share, 0.5, "equal rates: an even split");
-  bml__balance_learn(&b, 100, 100, false, 25.0, 100.0, 0.0, 0.0);
+  bml__balance_learn(&b, 100, 100, false, 25.0, 100.0, 0.0, 0.0, 0.0);
   cr_expect_float_eq(b.share, 0.8, 1e-12, "the card's 4 a second against the CPU's 1");
-  bml__balance_learn(&b, 100, 100, false, 1.0, 100.0, 0.0, 0.0);
+  bml__balance_learn(&b, 100, 100, false, 1.0, 100.0, 0.0, 0.0, 0.0);
   cr_expect_eq(b.share, 1.0, "the card's 100 a second against the CPU's 1: the CPU's part is not worth it");
   bml__balance_init(&b, 7.0);
   cr_expect_eq(b.share, 1.0);
   bml__balance_init(&b, 0.0);
   cr_expect_eq(b.share, BML_SHARE_MIN);
-  bml__balance_learn(&b, 1, 1e9, false, 1e9, 1.0, 0.0, 0.0);
+  bml__balance_learn(&b, 1, 1e9, false, 1e9, 1.0, 0.0, 0.0, 0.0);
   cr_expect_eq(b.share, BML_SHARE_MIN, "never below the least share");
 }
 
@@ -404,13 +447,13 @@ Test(balance, a_card_first_forever_stays_finite) {
   bml__balance_init(&b, 0.5);
   for (int i = 0; i < 5000; i++) {
     double wg = b.share * 1e9, wc = 1e9 - wg;
-    bml__balance_learn(&b, wg, wc, true, 1e-3, 1e-3, 1e11, 0.0);
+    bml__balance_learn(&b, wg, wc, true, 1e-3, 1e-3, 1e11, 0.0, 0.0);
     cr_assert(isfinite(b.card_rate) && b.share >= BML_SHARE_MIN && b.share <= 1.0,
               "submission %d: share %g, card rate %g", i, b.share, b.card_rate);
   }
   cr_expect_eq(b.share, 1.0);
   const double cpu_rate = b.cpu_rate;
-  bml__balance_learn(&b, 1e300, 1e-300, true, 1e-300, 1.0, 1.0, 0.0); /* an overflow */
+  bml__balance_learn(&b, 1e300, 1e-300, true, 1e-300, 1.0, 1.0, 0.0, 0.0); /* an overflow */
   cr_expect(isfinite(b.card_rate) && b.share == 1.0, "share %g, card rate %g", b.share, b.card_rate);
   cr_expect_eq(b.cpu_rate, cpu_rate, "an overflow taught the CPU's rate: %g", b.cpu_rate);
 }

@@ -431,3 +431,65 @@ Test(share, rows_computed_alone_while_another_thread_drives_the_pool_teach_nothi
   unmake_batch(&b);
   bml_worker_close(w);
 }
+
+/* The helpers of a pool asleep in the kernel (after about 1 ms idle), within 10 s. */
+static bool helpers_asleep(bml_pool *p) {
+  for (int i = 0; i < 10000 && bml__pool_asleep(p) != bml_pool_threads(p) - 1; i++) usleep(1000);
+  return bml__pool_asleep(p) == bml_pool_threads(p) - 1;
+}
+
+static void empty_job(void *ctx, int tid, int nthreads) { (void)ctx, (void)tid, (void)nthreads; }
+/* The hook between a product's begin and its CPU rows: a job that wakes
+ * the helpers, and a wait until none sleeps. */
+static void run_empty_job(void *ctx) {
+  bml__pool_run(ctx, empty_job, NULL);
+  while (bml__pool_asleep(ctx) > 0) sched_yield();
+}
+
+/* A CPU part after an idle gap waits for the pool's helpers to wake: the
+ * balance learns that wait apart from the CPU's rate (the pool's measured
+ * wake-up) and predicts the next split with it, so a decode's split after
+ * its gaps is not slower than the card alone (tests/test_limiter.c runs
+ * the rule); where the helpers were awake, it expects none. */
+Test(share, a_cpu_part_after_an_idle_gap_is_learnt_with_the_pools_wake_up) {
+  bml_worker *w = open_worker("0.5");
+  cr_assert_eq(bml_worker_set_limit(w, 1.0), 0);
+  batch b;
+  make_batch(&b, 5, 300, 4, 1024, 93, "gap");
+  expect_batch(w, &b); /* uploads the matrices: teaches nothing */
+  bml__worker_set_share_calibrated(w, 0.5);
+  /* on a busy host a gap's wake-up may fall to a job before the CPU part
+   * (a helper descheduled past the start): three of ten show it */
+  int seen = 0;
+  for (int i = 0; i < 10 && seen < 3; i++) {
+    cr_assert(helpers_asleep(pool), "the pool's helper never slept");
+    expect_batch(w, &b);
+    json_t *j = status(w);
+    const double wake = kind_field(j, 5, 1506, "cpu_wake_seconds"); /* 300 + i % 4 rows each */
+    json_decref(j);
+    cr_expect(wake >= 0.0 && wake < 1.0, "a wake-up of %g s", wake); /* the pool's median of its last ones */
+    seen += wake > 0.0;
+  }
+  cr_expect_eq(seen, 3, "after idle gaps, %d of 10 submissions expected a wake-up (the pool's: %g s)", seen,
+               bml__pool_wake_seconds(pool));
+  /* a single product whose CPU part finds the helpers awake (a job just
+   * run: they yield for a while before they sleep) expects none */
+  bml__worker_hooks h = {.kernel = BML_KERNEL_COUNT, .in_mat_vec = run_empty_job, .in_mat_vec_ctx = pool};
+  bml__worker_set_hooks(w, &h);
+  matrix m = make(512, 1024, 94, true);
+  for (int i = 0; i < 8; i++) {
+    cr_assert(helpers_asleep(pool), "the pool's helper never slept");
+    expect_exact(w, &m, "awake");
+  }
+  json_t *j = status(w);
+  json_t *shapes = json_object_get(j, "shapes");
+  double shape_wake = -1;
+  for (size_t i = 0; i < json_array_size(shapes); i++)
+    if (json_integer_value(json_object_get(json_array_get(shapes, i), "rows")) == 512)
+      shape_wake = json_real_value(json_object_get(json_array_get(shapes, i), "cpu_wake_seconds"));
+  json_decref(j);
+  cr_expect_eq(shape_wake, 0.0, "the helpers awake: the shape expects a wake-up of %g s", shape_wake);
+  unmake(&m);
+  unmake_batch(&b);
+  bml_worker_close(w);
+}

@@ -144,21 +144,20 @@ double cpu_rate(bml_worker *w) {
   return r;
 }
 
-/* The kernels' records hold 32-bit offsets: a batch whose card activations
- * would end past them sends the groups that do not fit to the CPU (the
- * limit lowered to two groups' activations and records here). */
-/* The share a kind of batch learnt (-1: no such kind), by its products and rows. */
-double kind_share(json_t *j, long long products, long long rows) {
+/* A number of a kind of batch in the status (-1: no such kind), by its products and rows. */
+double kind_field(json_t *j, long long products, long long rows, const char *key) {
   json_t *batches = json_object_get(j, "batches");
   cr_assert(json_is_array(batches), "status has no batches");
   for (size_t i = 0; i < json_array_size(batches); i++) {
     json_t *k = json_array_get(batches, i);
     if (json_integer_value(json_object_get(k, "products")) == products &&
         json_integer_value(json_object_get(k, "rows")) == rows)
-      return json_real_value(json_object_get(k, "share"));
+      return json_real_value(json_object_get(k, key));
   }
   return -1;
 }
+
+double kind_share(json_t *j, long long products, long long rows) { return kind_field(j, products, rows, "share"); }
 
 void make_layer(layer *l, size_t hidden, uint64_t seed) {
   const size_t rows[8] = {hidden, hidden / 4, hidden / 4, hidden, 3 * hidden, 3 * hidden, hidden, 2 * hidden + 1};

@@ -68,10 +68,9 @@ long long total_products(json_t *j);
 
 double cpu_rate(bml_worker *w);
 
-/* The kernels' records hold 32-bit offsets: a batch whose card activations
- * would end past them sends the groups that do not fit to the CPU (the
- * limit lowered to two groups' activations and records here). */
-/* The share a kind of batch learnt (-1: no such kind), by its products and rows. */
+/* A number of a kind of batch in the status (-1: no such kind), by its products and rows. */
+double kind_field(json_t *j, long long products, long long rows, const char *key);
+/* The share a kind of batch learnt (-1: no such kind). */
 double kind_share(json_t *j, long long products, long long rows);
 
 /* A layer of a model as one batch: Q, K, V (one activation), O, gate and up

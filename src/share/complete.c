@@ -93,7 +93,7 @@ static void learn(bml_worker *w, const submission *s, bool card_first, double t_
   /* the card first, and the CPU had only those: its bound is theirs */
   if (card_first && wc == 0) return;
   double before = s->balance->share;
-  bml__balance_learn(s->balance, wg, wc, card_first, t_card, t_cpu, cpu_rate, w->round_trip);
+  bml__balance_learn(s->balance, wg, wc, card_first, t_card, t_cpu, cpu_rate, w->round_trip, s->wake);
   if (fabs(s->balance->share - before) >= 0.005)
     bml__debug(BML_CAT_WORKER, "share %.3f -> %.3f: the card %s %.3f ms for %.0f%%, the CPU %.3f ms", before,
                s->balance->share, card_first ? "first, at most" : "took", t_card * 1e3, 100 * wg / (wg + wc),
@@ -199,6 +199,17 @@ static size_t cpu_pieces(const submission *s, const group *g, bml__cpu_piece *pc
   return np;
 }
 
+int bml__worker_pool_part(bml_worker *w, submission *s, const bml__cpu_piece *pc, size_t np, bool watch) {
+  /* helpers asleep at the start (an idle gap before): the part waits about
+   * the pool's wake-up for them, which the balance learns apart */
+  const bool asleep = np > 0 && bml__pool_asleep(w->pool) > 0;
+  bool alone = false;
+  int rc = bml__pool_mat_vec_many(w->pool, pc, np, watch ? watch_tick : NULL, s, &alone);
+  s->cpu_alone |= alone;
+  s->wake = asleep ? bml__pool_wake_seconds(w->pool) : 0.0;
+  return rc;
+}
+
 /* The CPU's rows: those of the groups the card shares in one run of the
  * pool (a run a product cost a token of small CPU parts milliseconds), then
  * each forced group's in its own, timed apart (its time does not follow the
@@ -208,8 +219,7 @@ int bml__worker_cpu_rows(bml_worker *w, submission *s) {
   for (size_t k = 0; k < s->ngroups; k++)
     if (!s->groups[k].forced) np += cpu_pieces(s, &s->groups[k], w->cpu_pieces + np);
   bool alone = false;
-  int rc = bml__pool_mat_vec_many(w->pool, w->cpu_pieces, np, watch_tick, s, &alone);
-  s->cpu_alone |= alone;
+  int rc = bml__worker_pool_part(w, s, w->cpu_pieces, np, true);
   for (size_t k = 0; rc == 0 && k < s->ngroups; k++) {
     const group *g = &s->groups[k];
     if (!g->forced) continue;

@@ -49,6 +49,7 @@ void bml__balance_init(bml__balance *b, double share) {
   b->card_rate = 0.0;
   b->step = 0.0;
   b->cpu_rate = 0.0;
+  b->wake = 0.0;
   b->leave = 0;
   b->alone_runs = 0;
 }
@@ -56,10 +57,11 @@ void bml__balance_init(bml__balance *b, double share) {
 #define BALANCE_STEP_FIRST 1.25
 #define BALANCE_STEP_MAX 16.0
 
-/* The part of t seconds beyond the round trip, at least a tenth of t (a
- * round trip measured long, or a submission that beat it). */
-static double beyond(double t, double round_trip) {
-  double own = t - round_trip;
+/* The part of t seconds beyond a fixed cost (the round trip, the pool's
+ * wake-up), at least a tenth of t (a cost measured long, or a submission
+ * that beat it). */
+static double beyond(double t, double fixed) {
+  double own = t - fixed;
   return own > 0.1 * t ? own : 0.1 * t;
 }
 
@@ -70,10 +72,11 @@ static void keep_cpu_rate(bml__balance *b, bool measured, double rate) {
 }
 
 void bml__balance_learn(bml__balance *b, double wg, double wc, bool card_first, double t_card, double t_cpu,
-                        double cpu_rate, double round_trip) {
+                        double cpu_rate, double round_trip, double wake) {
   if (!(wg > 0.0) || !(t_card > 0.0)) return;
   const bool measured_cpu = wc > 0.0 && t_cpu > 0.0 && isfinite(wc / t_cpu);
-  const double own_rc = measured_cpu ? wc / t_cpu : b->cpu_rate;
+  if (measured_cpu) b->wake = wake > 0.0 && isfinite(wake) ? wake : 0.0;
+  const double own_rc = measured_cpu ? wc / beyond(t_cpu, b->wake) : b->cpu_rate;
   const bool aged = !measured_cpu && b->alone_runs >= BML_RATE_AGE && cpu_rate > 0.0;
   double rc = own_rc > 0.0 && !aged ? own_rc : cpu_rate;
   if (!(rc > 0.0)) return;
@@ -93,20 +96,20 @@ void bml__balance_learn(bml__balance *b, double wg, double wc, bool card_first, 
      * not the rate believed before: a card that keeps finishing first
      * while the CPU's time does not follow the share (a group the limiter
      * keeps on the CPU) would make that grow without bound. */
-    double balanced = wc > 0.0 ? wg / beyond(wc / rc, rt) : measured;
+    double balanced = wc > 0.0 ? wg / beyond(b->wake + wc / rc, rt) : measured;
     if (balanced > rate) rate = balanced;
     step = b->step > 0.0 ? b->step * 2.0 : BALANCE_STEP_FIRST;
     if (step > BALANCE_STEP_MAX) step = BALANCE_STEP_MAX;
     rate *= step;
   }
-  /* both finish together: rt + s W / rate = (1 - s) W / rc */
-  const double w = wg + wc, t_gpu = w / rate, t_cpu_all = w / rc;
-  double share = (t_cpu_all - rt) / (t_gpu + t_cpu_all);
+  /* both finish together: rt + s W / rate = wake + (1 - s) W / rc */
+  const double w = wg + wc, t_gpu = w / rate, t_cpu_all = w / rc, wait = b->wake;
+  double share = (t_cpu_all + wait - rt) / (t_gpu + t_cpu_all);
   if (!isfinite(rate) || !(share == share)) return; /* an overflow teaches nothing */
   if (share < BML_SHARE_MIN) share = BML_SHARE_MIN;
   /* the longer side: at the least share, a CPU alone faster than the round
    * trip leaves the card's the longer */
-  const double card_side = rt + share * t_gpu, cpu_side = (1.0 - share) * t_cpu_all;
+  const double card_side = rt + share * t_gpu, cpu_side = wait + (1.0 - share) * t_cpu_all;
   const double split = card_side > cpu_side ? card_side : cpu_side, alone = rt + t_gpu;
   const bool alone_now = b->share >= 1.0;
   if (share >= 1.0 || !(split < (1.0 - (alone_now ? BML_SPLIT_GAIN_LEAVE : BML_SPLIT_GAIN)) * alone)) share = 1.0;

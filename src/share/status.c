@@ -56,7 +56,8 @@ static json_t *status_json(const bml_worker *w) {
 }
 
 /* Each shape's state and share, and each kind of batch's share (the ones
- * in use: the fixed share when there is one). */
+ * in use: the fixed share when there is one), with the pool's wake-up its
+ * balance expects of the next CPU part. */
 static json_t *balances_json(json_t *o, const bml_worker *w) {
   json_t *shapes = json_array(), *kinds = json_array();
   if (!o || !shapes || !kinds) {
@@ -69,16 +70,18 @@ static json_t *balances_json(json_t *o, const bml_worker *w) {
   for (size_t i = 0; i < w->nshapes; i++) {
     const bml__shape *sh = &w->shapes[i];
     const char *state = w->share_fixed ? "card" : bml__shape_state_name(sh->state);
-    if (json_array_append_new(shapes, json_pack("{s:I, s:I, s:s, s:f}", "rows", (json_int_t)sh->rows, "n",
+    if (json_array_append_new(shapes, json_pack("{s:I, s:I, s:s, s:f, s:f}", "rows", (json_int_t)sh->rows, "n",
                                                 (json_int_t)sh->n, "state", state, "share",
-                                                w->share_fixed ? w->share : sh->balance.share)) != 0)
+                                                w->share_fixed ? w->share : sh->balance.share, "cpu_wake_seconds",
+                                                sh->balance.wake)) != 0)
       return json_decref(o), NULL;
   }
   for (size_t i = 0; i < w->nkinds && i < KINDS_MAX; i++) {
     const batch_kind *k = &w->kinds[i];
-    if (json_array_append_new(kinds, json_pack("{s:I, s:I, s:f, s:f}", "products", (json_int_t)k->count, "rows",
+    if (json_array_append_new(kinds, json_pack("{s:I, s:I, s:f, s:f, s:f}", "products", (json_int_t)k->count, "rows",
                                                (json_int_t)k->rows, "weights", k->weights, "share",
-                                               w->share_fixed ? w->share : k->balance.share)) != 0)
+                                               w->share_fixed ? w->share : k->balance.share, "cpu_wake_seconds",
+                                               k->balance.wake)) != 0)
       return json_decref(o), NULL;
   }
   return o;

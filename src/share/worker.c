@@ -117,9 +117,8 @@ int bml_worker_mat_vec(bml_worker *w, const char *name, const bml_block_q1_0 *wt
   if (rc != 0) return rc;
   if (w->hooks.in_mat_vec) w->hooks.in_mat_vec(w->hooks.in_mat_vec_ctx);
   const bml__cpu_piece pc = {wts + card_rows * (n / BML_Q1_0_BLOCK), rows - card_rows, n, act, out + card_rows};
-  bool alone = false;
-  int cpu = rows > card_rows ? bml__pool_mat_vec_many(w->pool, &pc, 1, NULL, NULL, &alone) : 0;
-  w->cur.cpu_alone = alone; /* this thread's product: bml__worker_complete() reads it in finish */
+  /* this thread's product: bml__worker_complete() reads what it notes in finish */
+  int cpu = rows > card_rows ? bml__worker_pool_part(w, &w->cur, &pc, 1, false) : 0;
   /* the product must not stay in flight: a finish that met another thread's
    * short call (status, share) is tried again */
   while ((rc = finish(w, out, true)) == BML_EBUSY) sched_yield();

@@ -88,6 +88,7 @@ typedef struct {
   bool timed;
   bool uploaded; /* a matrix went to the card: its time is no measure of the card's rate */
   double forced_weights, forced_time; /* the CPU's work on forced groups: it does not follow the share */
+  double wake; /* seconds the CPU part waited for the pool's helpers, asleep when it began (0: awake) */
   pthread_t owner; /* the thread that began it (a child of fork() has only the one that forked) */
   bool own_cpu;  /* the worker computes the CPU's rows (not the caller of bml_worker_begin): their
                     time is known */
@@ -259,6 +260,11 @@ bml__kernel_id bml__worker_kernel_for(const bml_worker *w, size_t rows);
 /* complete.c */
 int bml__worker_complete(bml_worker *w, submission *s);
 int bml__worker_cpu_rows(bml_worker *w, submission *s);
+/* Runs np pieces of s's CPU rows in one run of the pool (watch: looking at
+ * the card between them), noting in s whether they ran on the calling
+ * thread alone and how long they waited for helpers asleep at the start
+ * (s->wake).  Returns 0 or an error. */
+int bml__worker_pool_part(bml_worker *w, submission *s, const bml__cpu_piece *pc, size_t np, bool watch);
 
 /* calibrate.c */
 int bml__worker_calibrate(bml_worker *w, double *card_s, double *cpu_s);
