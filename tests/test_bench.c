@@ -529,10 +529,10 @@ Test(bench, bench_card_modes_run_on_the_largest_thread_count) {
 
 /* ---- bankml-cl bench --gap: products after idle gaps ---------------------- */
 
-/* One row of a --gap run: its gap, and its times in order (the fastest,
- * the median, the 90th percentile, the slowest). */
-static json_int_t check_gap_row(json_t *row) {
-  cr_expect_str_eq(string_of(row, "mode"), "cpu");
+/* One row of a --gap run of `mode`: its gap, and its times in order (the
+ * fastest, the median, the 90th percentile, the slowest). */
+static json_int_t check_gap_row(json_t *row, const char *mode) {
+  cr_expect_str_eq(string_of(row, "mode"), mode);
   cr_expect_str_eq(string_of(row, "cache"), "warm");
   double min = real_of(row, "min_ms"), median = real_of(row, "median_ms"), p90 = real_of(row, "p90_ms"),
          max = real_of(row, "max_ms");
@@ -556,7 +556,7 @@ Test(bench, bench_gap_json_reports_each_gap_and_thread_count) {
   static const json_int_t gaps[4] = {0, 0, 5, 5}, threads[4] = {1, 2, 1, 2};
   for (size_t i = 0; i < 4; i++) {
     json_t *row = json_array_get(results, i);
-    cr_expect_eq(check_gap_row(row), gaps[i], "row %zu", i);
+    cr_expect_eq(check_gap_row(row, "cpu"), gaps[i], "row %zu", i);
     cr_expect_eq(integer_of(row, "threads"), threads[i], "row %zu", i);
   }
   json_decref(root);
@@ -593,7 +593,33 @@ Test(bench, bad_gaps_exit_2_naming_the_value) {
     expect_usage_error(RUN("bench", "--cpu", "--shape", "128x128", "--gap", bad[i]), named);
   }
   expect_usage_error(RUN("bench", "--model", "bonsai-1.7b", "--gap", "10"), "--gap");
-  expect_usage_error(RUN("bench", "--card", "--shape", "128x128", "--gap", "10"), "--gap");
+  expect_usage_error(RUN("bench", "--clblast", "--shape", "128x128", "--gap", "10"), "--gap");
+  expect_usage_error(RUN("bench", "--card", "--split", "--model", "bonsai-1.7b", "--gap", "10"), "--gap");
+}
+
+/* --card and --split after gaps: one row a mode, shape and gap, single
+ * products only, exact; the text sets each split against the card alone. */
+Test(bench, bench_card_and_split_after_gaps_on_pocl) {
+  json_t *root = pocl_bench_json((const char *const[]){"bench", "--card", "--split", "--json", "--shape", "256x1024",
+                                                        "--threads", "2", "--gap", "0,3", "--runs", "3", "--warmup",
+                                                        "1", NULL});
+  json_t *results = json_object_get(root, "results");
+  cr_assert_eq(json_array_size(results), 4, "2 modes x 2 gaps, no pipelined rows");
+  static const char *const modes[4] = {"card", "card", "split", "split"};
+  static const json_int_t gaps[4] = {0, 3, 0, 3};
+  for (size_t i = 0; i < 4; i++) {
+    json_t *row = json_array_get(results, i);
+    cr_expect_eq(check_gap_row(row, modes[i]), gaps[i], "row %zu", i);
+    cr_expect_eq(integer_of(row, "matrices"), 1, "row %zu: a single product", i);
+  }
+  json_decref(root);
+  use_pocl();
+  struct run r = RUN("bench", "--card", "--split", "--shape", "256x1024", "--threads", "2", "--gap", "2", "--runs",
+                     "3", "--warmup", "1");
+  cr_assert_eq(r.status, 0, "exit status %d, stderr: %s", r.status, r.err);
+  const char *ratio = strstr(r.out, "\n256x1024 after 2 ms gaps, split against the card alone: median ");
+  cr_expect(ratio && strstr(ratio, "x the card's median\n"), "no ratio line: %s", r.out);
+  run_free(&r);
 }
 
 Test(bench, a_spoilt_result_after_a_gap_is_not_exact) {

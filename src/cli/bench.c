@@ -130,7 +130,10 @@ static void usage(FILE *f) {
           "                   repeatable): --cpu then times, for each gap and thread\n"
           "                   count, products each after a sleep of that long (no cache\n"
           "                   flush), and reports the median, the 90th percentile and\n"
-          "                   the slowest product instead of warm and flushed\n"
+          "                   the slowest product instead of warm and flushed; --card\n"
+          "                   and --split, for each gap, single products each after\n"
+          "                   such a sleep instead of single and pipelined (not with\n"
+          "                   --model or --clblast)\n"
           "  --json           one JSON object on stdout instead of the table\n"
           "  --verbose        progress on stderr (with --model: the worker's time per\n"
           "                   token by phase, and its status)\n"
@@ -278,15 +281,15 @@ static int apply_option(struct bench_args *args, int c, char **argv) {
   }
 }
 
-/* --gap times the CPU mode's shapes: not a model's token, nor a mode
- * without --cpu (the default mode is --cpu).  0 or CLI_EXIT_USAGE. */
+/* --gap times the shapes of the CPU, card and split modes: not a model's
+ * token, nor CLBlast's.  0 or CLI_EXIT_USAGE. */
 static int check_gap_use(const struct bench_args *args) {
   if (args->cfg.ngaps == 0) return 0;
-  bool any = false;
-  for (size_t i = 0; i < NMODES; i++) any |= args->mode[i];
-  const char *why = args->cfg.model ? "--model's token" : any && !args->mode[0] ? "a mode without --cpu" : NULL;
+  const char *why = args->cfg.model ? "--model's token" : NULL;
+  for (size_t i = 0; !why && i < NMODES; i++)
+    if (args->mode[i] && strcmp(modes[i].name, "clblast") == 0) why = "--clblast";
   if (!why) return 0;
-  fprintf(stderr, "bankml-cl bench: --gap times the CPU pool's products of each --shape, not %s\n"
+  fprintf(stderr, "bankml-cl bench: --gap times the products of each --shape on the pool, the card or both, not %s\n"
                   "Try 'bankml-cl bench --help'.\n", why);
   return CLI_EXIT_USAGE;
 }

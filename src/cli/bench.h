@@ -25,8 +25,8 @@ struct bench_config {
   long warmup; /* untimed runs before the warm measurement */
   bool json, verbose;
   const struct bench_model *model; /* --model: a model's token instead of the shapes */
-  long *gaps; /* --gap: idle milliseconds before each timed product of the CPU mode */
-  size_t ngaps; /* 0: the CPU mode times warm and flushed instead */
+  long *gaps; /* --gap: idle milliseconds before each timed product of the CPU, card and split modes */
+  size_t ngaps; /* 0: the CPU mode times warm and flushed, the card modes single and pipelined, instead */
 };
 
 /* A model's shapes (--model): per layer Q, K, V, O, gate, up, down, then the
@@ -159,6 +159,8 @@ int bench_random_operands(size_t rows, size_t n, bml_block_q1_0 *w, bml_block_q8
 int bench_random_operands_seeded(size_t rows, size_t n, uint64_t variant, bml_block_q1_0 *w, bml_block_q8_0 *a);
 /* CLOCK_MONOTONIC in milliseconds.  Cannot fail. */
 double bench_now_ms(void);
+/* Sleeps ms milliseconds (--gap), the whole of them through signals; 0: not at all. */
+void bench_idle_gap(long ms);
 /* Whether got's rows are want's, bit for bit (NaN payloads too: the
  * reference and the product run one kernel order). */
 bool bench_exact(const float *got, const float *want, size_t rows);

@@ -124,8 +124,10 @@ static int calibrate_shape(bml_worker *w, const bml_product *p) {
   return rc;
 }
 
+/* cfg->runs timed runs of `count` products into one row; gap_ms >= 0: each
+ * after an idle gap of that long (--gap), the warm-up back to back. */
 static int measure(const struct bench_config *cfg, bml_worker *w, struct card_product *c, const char *mode,
-                   int count, int threads, struct bench_report *rep) {
+                   int count, int threads, long gap_ms, struct bench_report *rep) {
   double *ms = calloc((size_t)cfg->runs, sizeof *ms), ignored;
   if (!ms) {
     fprintf(stderr, "bankml-cl bench: %s %zux%zu: %s\n", mode, c->rows, c->n, bml_strerror(BML_ENOMEM));
@@ -133,21 +135,24 @@ static int measure(const struct bench_config *cfg, bml_worker *w, struct card_pr
   }
   int rc = 0;
   bool exact = true;
-  progress_step("%s %zux%zu", mode, c->rows, c->n);
+  progress_step("%s %zux%zu%s", mode, c->rows, c->n, gap_ms >= 0 ? ", after gaps" : "");
   if (threads != 0 && count == 1) rc = calibrate_shape(w, &c->p[0]); /* the split's single products */
   for (long i = 0; rc == 0 && i < cfg->warmup + 1; i++) rc = timed(w, c, count, &ignored); /* +1: the upload */
   for (long i = 0; rc == 0 && i < cfg->runs; i++) {
+    if (gap_ms >= 0) bench_idle_gap(gap_ms);
     rc = timed(w, c, count, &ms[i]);
     exact &= results_exact(c, count);
   }
   struct bench_row row = {.mode = mode, .rows = c->rows, .n = c->n, .threads = threads, .cache = "warm",
                           .weight_bytes = c->rows * (c->n / BML_Q1_0_BLOCK) * sizeof(bml_block_q1_0),
                           .card_bytes = threads == 0 ? bench_card_bytes(c->rows, c->n) : 0, /* the card alone */
-                          .matrices = count == 1 ? 1 : c->nw, .exact = exact};
+                          .matrices = count == 1 ? 1 : c->nw, .exact = exact, .gapped = gap_ms >= 0,
+                          .gap_ms = gap_ms >= 0 ? gap_ms : 0};
   if (rc == 0) {
     bench_summarize(ms, cfg->runs, &row);
-    bench_progress(cfg, "%s %zux%zu: median %.4f ms per product (%zu matri%s), %s", mode, c->rows, c->n,
-                   row.median_ms, row.matrices, row.matrices == 1 ? "x" : "ces", exact ? "exact" : "NOT EXACT");
+    bench_progress(cfg, "%s %zux%zu%s: median %.4f ms per product (%zu matri%s), %s", mode, c->rows, c->n,
+                   row.gapped ? " after gaps" : "", row.median_ms, row.matrices, row.matrices == 1 ? "x" : "ces",
+                   exact ? "exact" : "NOT EXACT");
     rc = bench_report_add(rep, &row);
   }
   free(ms);
@@ -155,7 +160,9 @@ static int measure(const struct bench_config *cfg, bml_worker *w, struct card_pr
 }
 
 /* Every shape: one product at a time (each its own round trip), and
- * PIPELINE products as one batch. */
+ * PIPELINE products as one batch; with --gap, one product at a time after
+ * each gap instead (what a decode's product meets after its attention or
+ * sampling: the pool's helpers asleep, the card idle). */
 static int run_shapes(const struct bench_config *cfg, struct bench_report *rep, bool card_alone) {
   bml_pool *pool;
   bml_worker *w;
@@ -166,8 +173,9 @@ static int run_shapes(const struct bench_config *cfg, struct bench_report *rep, 
   for (size_t s = 0; rc == 0 && s < cfg->nshapes; s++) {
     struct card_product c;
     rc = card_product_init(&c, &cfg->shapes[s], rep->card_memory);
-    if (rc == 0) rc = measure(cfg, w, &c, single, 1, threads, rep);
-    if (rc == 0) rc = measure(cfg, w, &c, piped, PIPELINE, threads, rep);
+    for (size_t g = 0; rc == 0 && g < cfg->ngaps; g++) rc = measure(cfg, w, &c, single, 1, threads, cfg->gaps[g], rep);
+    if (rc == 0 && cfg->ngaps == 0) rc = measure(cfg, w, &c, single, 1, threads, -1, rep);
+    if (rc == 0 && cfg->ngaps == 0) rc = measure(cfg, w, &c, piped, PIPELINE, threads, -1, rep);
     card_product_free(&c);
     bml_worker_release(w); /* the next shape starts from an empty card */
   }

@@ -1,6 +1,7 @@
 /* bench_common.c -- what every bench mode shares: the random operands, the clock, the median, the report's rows, the verbose lines. */
 #define _POSIX_C_SOURCE 200809L
 
+#include <errno.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -140,4 +141,10 @@ void bench_progress(const struct bench_config *cfg, const char *fmt, ...) {
   vfprintf(stderr, fmt, ap);
   fputc('\n', stderr);
   va_end(ap);
+}
+
+void bench_idle_gap(long ms) {
+  struct timespec left = {ms / 1000, ms % 1000 * 1000000L};
+  while (ms > 0 && nanosleep(&left, &left) != 0 && errno == EINTR) {
+  }
 }

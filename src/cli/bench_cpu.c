@@ -1,10 +1,8 @@
 /* bench_cpu.c -- `bankml-cl bench --cpu`: the pool on random matrices, warm and cache-flushed. */
 #define _POSIX_C_SOURCE 200809L
 
-#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "bankml-cl.h"
 #include "bench.h"
@@ -63,13 +61,6 @@ struct timing {
   bool exact;
 };
 
-/* Sleeps ms milliseconds, the whole of them through signals; 0: not at all. */
-static void idle_gap(long ms) {
-  struct timespec left = {ms / 1000, ms % 1000 * 1000000L};
-  while (ms > 0 && nanosleep(&left, &left) != 0 && errno == EINTR) {
-  }
-}
-
 /* One product on the pool, timed alone; its result is checked afterwards. */
 static int timed_run(struct timing *t, double *ms) {
   struct product *p = t->p;
@@ -103,7 +94,7 @@ static int measure(const struct bench_config *cfg, struct timing *t, double *ms,
     if (rc != 0) return rc;
   }
   for (long i = 0; i < cfg->runs; i++) {
-    if (t->gap_ms >= 0) idle_gap(t->gap_ms);
+    if (t->gap_ms >= 0) bench_idle_gap(t->gap_ms);
     int rc = timed_run(t, &ms[i]);
     if (rc != 0) return rc;
   }

@@ -133,10 +133,34 @@ static void text_gap_ratios(const struct bench_report *rep, FILE *f) {
   }
 }
 
+/* The card alone's row of r's shape and gap, or NULL. */
+static const struct bench_row *card_gap_row(const struct bench_report *rep, const struct bench_row *r) {
+  for (size_t i = 0; i < rep->nrows; i++) {
+    const struct bench_row *o = &rep->rows[i];
+    if (o->gapped && o->gap_ms == r->gap_ms && o->rows == r->rows && o->n == r->n && strcmp(o->mode, "card") == 0)
+      return o;
+  }
+  return NULL;
+}
+
+/* --gap with --card and --split: each split against the card alone after
+ * the same gap, as ratios of the card's median measured in the same run. */
+static void text_gap_split_ratios(const struct bench_report *rep, FILE *f) {
+  for (size_t i = 0; i < rep->nrows; i++) {
+    const struct bench_row *r = &rep->rows[i];
+    const struct bench_row *card = r->gapped && strcmp(r->mode, "split") == 0 ? card_gap_row(rep, r) : NULL;
+    if (!card || card->median_ms <= 0) continue;
+    fprintf(f, "%zux%zu after %ld ms gaps, split against the card alone: median %.2fx, p90 %.2fx, max %.2fx the card's median\n",
+            r->rows, r->n, r->gap_ms, r->median_ms / card->median_ms, r->p90_ms / card->median_ms,
+            r->max_ms / card->median_ms);
+  }
+}
+
 /* Under the table when a baseline ran: what its columns mean. */
 static void text_footnote(const struct bench_report *rep, FILE *f) {
   text_groups(rep, f);
   text_gap_ratios(rep, f);
+  text_gap_split_ratios(rep, f);
   text_ratios(rep, f);
   for (size_t i = 0; i < rep->nrows; i++) {
     if (rep->rows[i].check != BENCH_CHECK_TOLERANCE) continue;
