@@ -383,17 +383,33 @@ Test(share, a_split_batchs_cpu_rows_are_one_run_of_the_pool) {
   bml_worker_close(w);
 }
 
+/* A worker that learns, with b's matrices uploaded and b's kind new at
+ * share 0.5 (the upload teaches nothing). */
+static bml_worker *learning_batch(batch *b, size_t count, size_t rows, size_t spread, uint64_t seed, const char *name) {
+  bml_worker *w = open_worker("0.5");
+  cr_assert_eq(bml_worker_set_limit(w, 1.0), 0);
+  make_batch(b, count, rows, spread, 1024, seed, name);
+  expect_batch(w, b);
+  bml__worker_set_share_calibrated(w, 0.5);
+  return w;
+}
+
+/* A number of the shape of `rows` rows in the status (-1: no such shape). */
+static double shape_field(json_t *j, long long rows, const char *key) {
+  json_t *shapes = json_object_get(j, "shapes");
+  for (size_t i = 0; i < json_array_size(shapes); i++)
+    if (json_integer_value(json_object_get(json_array_get(shapes, i), "rows")) == rows)
+      return json_real_value(json_object_get(json_array_get(shapes, i), key));
+  return -1;
+}
+
 /* While another thread drives the pool the worker computes the CPU's rows
  * on the calling thread alone: exact, but no measure of the pool's rate,
  * so nothing is learnt from them (a rate a sixteenth of the pool's kept a
  * kind on the card alone for good). */
 Test(share, rows_computed_alone_while_another_thread_drives_the_pool_teach_nothing) {
-  bml_worker *w = open_worker("0.5");
-  cr_assert_eq(bml_worker_set_limit(w, 1.0), 0);
   batch b;
-  make_batch(&b, 6, 300, 5, 1024, 91, "alone");
-  expect_batch(w, &b); /* uploads the matrices: teaches nothing */
-  bml__worker_set_share_calibrated(w, 0.5);
+  bml_worker *w = learning_batch(&b, 6, 300, 5, 91, "alone");
   expect_batch(w, &b); /* a new kind, at 0.5 */
   bml__worker_set_share_calibrated(w, 0.5);
   json_t *j = status(w);
@@ -413,11 +429,7 @@ Test(share, rows_computed_alone_while_another_thread_drives_the_pool_teach_nothi
   for (int i = 0; i < 5; i++) expect_exact(w, &m, "alone1");
   json_decref(j);
   j = status(w);
-  json_t *shapes = json_object_get(j, "shapes");
-  double shape_share = -1;
-  for (size_t i = 0; i < json_array_size(shapes); i++)
-    if (json_integer_value(json_object_get(json_array_get(shapes, i), "rows")) == 512)
-      shape_share = json_real_value(json_object_get(json_array_get(shapes, i), "share"));
+  const double shape_share = shape_field(j, 512, "share");
   cr_expect_eq(shape_share, 0.5, "the shape learnt from rows computed alone: %f", shape_share);
   cr_expect_eq(json_real_value(json_object_get(j, "cpu_weights_per_second")), rate,
                "the CPU's rate learnt from a single product's rows computed alone");
@@ -452,16 +464,12 @@ static void run_empty_job(void *ctx) {
  * its gaps is not slower than the card alone (tests/test_limiter.c runs
  * the rule); where the helpers were awake, it expects none. */
 Test(share, a_cpu_part_after_an_idle_gap_is_learnt_with_the_pools_wake_up) {
-  bml_worker *w = open_worker("0.5");
-  cr_assert_eq(bml_worker_set_limit(w, 1.0), 0);
   batch b;
-  make_batch(&b, 5, 300, 4, 1024, 93, "gap");
-  expect_batch(w, &b); /* uploads the matrices: teaches nothing */
-  bml__worker_set_share_calibrated(w, 0.5);
+  bml_worker *w = learning_batch(&b, 5, 300, 4, 93, "gap");
   /* on a busy host a gap's wake-up may fall to a job before the CPU part
-   * (a helper descheduled past the start): three of ten show it */
+   * (a helper descheduled past the start): three of twenty show it */
   int seen = 0;
-  for (int i = 0; i < 10 && seen < 3; i++) {
+  for (int i = 0; i < 20 && seen < 3; i++) {
     cr_assert(helpers_asleep(pool), "the pool's helper never slept");
     expect_batch(w, &b);
     json_t *j = status(w);
@@ -470,7 +478,7 @@ Test(share, a_cpu_part_after_an_idle_gap_is_learnt_with_the_pools_wake_up) {
     cr_expect(wake >= 0.0 && wake < 1.0, "a wake-up of %g s", wake); /* the pool's median of its last ones */
     seen += wake > 0.0;
   }
-  cr_expect_eq(seen, 3, "after idle gaps, %d of 10 submissions expected a wake-up (the pool's: %g s)", seen,
+  cr_expect_eq(seen, 3, "after idle gaps, %d of 20 submissions expected a wake-up (the pool's: %g s)", seen,
                bml__pool_wake_seconds(pool));
   /* a single product whose CPU part finds the helpers awake (a job just
    * run: they yield for a while before they sleep) expects none */
@@ -482,11 +490,7 @@ Test(share, a_cpu_part_after_an_idle_gap_is_learnt_with_the_pools_wake_up) {
     expect_exact(w, &m, "awake");
   }
   json_t *j = status(w);
-  json_t *shapes = json_object_get(j, "shapes");
-  double shape_wake = -1;
-  for (size_t i = 0; i < json_array_size(shapes); i++)
-    if (json_integer_value(json_object_get(json_array_get(shapes, i), "rows")) == 512)
-      shape_wake = json_real_value(json_object_get(json_array_get(shapes, i), "cpu_wake_seconds"));
+  const double shape_wake = shape_field(j, 512, "cpu_wake_seconds");
   json_decref(j);
   cr_expect_eq(shape_wake, 0.0, "the helpers awake: the shape expects a wake-up of %g s", shape_wake);
   unmake(&m);

@@ -200,13 +200,20 @@ static size_t cpu_pieces(const submission *s, const group *g, bml__cpu_piece *pc
 }
 
 int bml__worker_pool_part(bml_worker *w, submission *s, const bml__cpu_piece *pc, size_t np, bool watch) {
-  /* helpers asleep at the start (an idle gap before): the part waits about
-   * the pool's wake-up for them, which the balance learns apart */
+  /* helpers asleep at the start (an idle gap before): until they arrive
+   * (the pool's wake-up, at most the part's time) the caller computes
+   * alone, so the part loses all but the caller's share of that time,
+   * which the balance learns apart */
   const bool asleep = np > 0 && bml__pool_asleep(w->pool) > 0;
+  const double t0 = bml__now();
   bool alone = false;
   int rc = bml__pool_mat_vec_many(w->pool, pc, np, watch ? watch_tick : NULL, s, &alone);
   s->cpu_alone |= alone;
-  s->wake = asleep ? bml__pool_wake_seconds(w->pool) : 0.0;
+  s->wake = 0.0;
+  if (asleep) {
+    const double wake = bml__pool_wake_seconds(w->pool), took = bml__now() - t0;
+    s->wake = (wake < took ? wake : took) * (1.0 - 1.0 / bml_pool_threads(w->pool));
+  }
   return rc;
 }
 

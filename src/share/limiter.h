@@ -71,8 +71,8 @@ typedef struct {
   double step;      /* 0, or the next step's factor after the card finished first */
   double cpu_rate;  /* the CPU's weights a second in this balance's last submission with CPU rows (0: none),
                        its helpers' wake-up left out */
-  double wake;      /* the seconds that submission's CPU part waited for its pool's helpers to wake (0: they
-                       were awake): the next CPU part is predicted to wait as long */
+  double wake;      /* the seconds that submission's CPU part lost to its pool's helpers waking (0: they
+                       were awake): the next CPU part is predicted to lose as much */
   int leave;        /* submissions in a row, the card alone, that asked for a split */
   int alone_runs;   /* submissions since the CPU last had rows (its own rate's age) */
 } bml__balance;
@@ -101,10 +101,10 @@ void bml__balance_init(bml__balance *b, double share);
  * cpu_rate: the CPU's weights a second measured elsewhere, for a balance
  * that has no rate of its own yet (0: unknown); round_trip: the card's
  * seconds for a submission of next to no work (0: unknown); wake: the
- * seconds of t_cpu the CPU part waited for its pool's helpers, asleep
- * after an idle gap (0: they were awake): the CPU's rate leaves it out,
- * and the next split is predicted with its CPU part waiting as long (a
- * decode calls the pool after the same gaps token after token).  Nothing
+ * seconds of t_cpu the CPU part lost to its pool's helpers, asleep after
+ * an idle gap (0: they were awake): the CPU's rate leaves them out, and
+ * the next split is predicted with its CPU part losing as many (a decode
+ * calls the pool after the same gaps token after token).  Nothing
  * is learnt from a submission the card had no part in, or with no rate
  * for the CPU. */
 void bml__balance_learn(bml__balance *b, double wg, double wc, bool card_first, double t_card, double t_cpu,

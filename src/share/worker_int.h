@@ -88,7 +88,7 @@ typedef struct {
   bool timed;
   bool uploaded; /* a matrix went to the card: its time is no measure of the card's rate */
   double forced_weights, forced_time; /* the CPU's work on forced groups: it does not follow the share */
-  double wake; /* seconds the CPU part waited for the pool's helpers, asleep when it began (0: awake) */
+  double wake; /* seconds the CPU part lost to the pool's helpers, asleep when it began (0: awake) */
   pthread_t owner; /* the thread that began it (a child of fork() has only the one that forked) */
   bool own_cpu;  /* the worker computes the CPU's rows (not the caller of bml_worker_begin): their
                     time is known */
@@ -262,8 +262,9 @@ int bml__worker_complete(bml_worker *w, submission *s);
 int bml__worker_cpu_rows(bml_worker *w, submission *s);
 /* Runs np pieces of s's CPU rows in one run of the pool (watch: looking at
  * the card between them), noting in s whether they ran on the calling
- * thread alone and how long they waited for helpers asleep at the start
- * (s->wake).  Returns 0 or an error. */
+ * thread alone and what helpers asleep at the start cost them (s->wake:
+ * the pool's wake-up, at most the part's time, less the caller's share of
+ * it, which it computed meanwhile).  Returns 0 or an error. */
 int bml__worker_pool_part(bml_worker *w, submission *s, const bml__cpu_piece *pc, size_t np, bool watch);
 
 /* calibrate.c */
