@@ -52,6 +52,10 @@ void bml__balance_init(bml__balance *b, double share) {
   b->wake = 0.0;
   b->leave = 0;
   b->alone_runs = 0;
+  b->alone_s = 0.0;
+  b->probing = false;
+  b->hold = 0;
+  b->hold_next = BML_HOLD_FIRST;
 }
 
 #define BALANCE_STEP_FIRST 1.25
@@ -80,6 +84,21 @@ void bml__balance_learn(bml__balance *b, double wg, double wc, bool card_first, 
   const bool aged = !measured_cpu && b->alone_runs >= BML_RATE_AGE && cpu_rate > 0.0;
   double rc = own_rc > 0.0 && !aged ? own_rc : cpu_rate;
   if (!(rc > 0.0)) return;
+  if (wc <= 0.0 && !card_first) b->alone_s = t_card;
+  if (b->probing && wc > 0.0) {
+    /* the first split measured since the card alone was left: its time
+     * (the later side's) against the card alone's */
+    b->probing = false;
+    const double t_split = card_first ? t_cpu : t_card;
+    if (b->alone_s > 0.0 && !(t_split < (1.0 - BML_SPLIT_GAIN) * b->alone_s)) {
+      b->share = 1.0, b->step = 0.0, b->leave = 0;
+      b->hold = b->hold_next;
+      b->hold_next = b->hold_next < BML_HOLD_MAX / 2 ? 2 * b->hold_next : BML_HOLD_MAX;
+      keep_cpu_rate(b, measured_cpu, own_rc);
+      return;
+    }
+    b->hold_next = BML_HOLD_FIRST; /* it saved: a later failure holds briefly */
+  }
   if (card_first && t_card < round_trip) {
     /* the card beat the round trip believed: it was measured long; the
      * card alone measures the card again */
@@ -113,9 +132,11 @@ void bml__balance_learn(bml__balance *b, double wg, double wc, bool card_first, 
   const double split = card_side > cpu_side ? card_side : cpu_side, alone = rt + t_gpu;
   const bool alone_now = b->share >= 1.0;
   if (share >= 1.0 || !(split < (1.0 - (alone_now ? BML_SPLIT_GAIN_LEAVE : BML_SPLIT_GAIN)) * alone)) share = 1.0;
+  if (alone_now && b->hold > 0) b->hold--, share = 1.0; /* a split lost to it not long ago */
   b->leave = alone_now && share < 1.0 ? b->leave + 1 : 0;
   if (b->leave > 0 && b->leave < BML_LEAVE_AFTER) share = 1.0;
   else b->leave = 0;
+  if (alone_now && share < 1.0) b->probing = true;
   b->step = step;
   b->card_rate = rate;
   keep_cpu_rate(b, measured_cpu, own_rc);

@@ -75,6 +75,10 @@ typedef struct {
                        were awake): the next CPU part is predicted to lose as much */
   int leave;        /* submissions in a row, the card alone, that asked for a split */
   int alone_runs;   /* submissions since the CPU last had rows (its own rate's age) */
+  double alone_s;   /* the card alone's seconds in its last submission (0: none yet) */
+  bool probing;     /* the card alone was left for a split not yet measured against it */
+  int hold;         /* submissions the card stays alone before a split may be asked for again */
+  int hold_next;    /* the hold after the next split that does not beat the card alone */
 } bml__balance;
 
 #define BML_SHARE_MIN 0.02
@@ -92,6 +96,15 @@ typedef struct {
  * kind of a model's round trips is used 28-36 times a token, and with 64
  * its card alone was probed every other token on the H200. */
 #define BML_RATE_AGE 4096
+/* A split that left the card alone is measured against the card alone's
+ * last time: one that does not save BML_SPLIT_GAIN goes back to the card
+ * alone, which then stays for BML_HOLD_FIRST submissions, twice as many
+ * after each such split, at most BML_HOLD_MAX (the model's prediction
+ * missed a cost it does not know of: on an NVIDIA H100 a 4096x4096 split
+ * predicted at 19.7 us against the card's 22 took 23-35 and moved the
+ * matrix at each try). */
+#define BML_HOLD_FIRST 16
+#define BML_HOLD_MAX 4096
 
 void bml__balance_init(bml__balance *b, double share);
 /* Learns from one submission: the card computed wg weights, the CPU wc.
