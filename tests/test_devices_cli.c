@@ -311,6 +311,8 @@ Test(devices_cli, devices_verify_refuses_when_the_named_golden_cases_cannot_be_r
   cr_expect(strstr(r.out, "NOT VERIFIED (the golden check could not run); bankml-cl will not use this card\n") != NULL,
             "%s", r.out);
   cr_expect(strstr(r.out, "did not reproduce") == NULL, "the card's bits were not wrong: %s", r.out);
+  /* refused before any build or check: the verdict could not be complete */
+  cr_expect(strstr(r.out, "fma probe") == NULL && strstr(r.out, "q1_0_mat_vec") == NULL, "a check ran: %s", r.out);
   run_free(&r);
 }
 

@@ -384,6 +384,13 @@ int bml__oracle_verify_card(bml__card *c, const bml__device *d, size_t index, co
   const bool quick = bml__oracle_quick(opt);
   int rc;
   bool native_built = false, emulated_built = false;
+  /* ggml's cases first: where they were named and cannot be read, the
+   * verdict cannot be complete, and no build or check is run for it */
+  ng = bml__oracle_load_golden(&v, &g);
+  if (v.failed) {
+    rc = BML_EVERIFY;
+    goto done;
+  }
   if ((rc = build_variants(&v, c, &native, &emulated, &native_built, &emulated_built)) != 0) goto done;
   /* the probe kernel is in both builds, and runs both fmas */
   if ((rc = bml__oracle_probe(&v, c, native_built ? &native : &emulated, &native_ok)) != 0) goto done;
@@ -394,7 +401,6 @@ int bml__oracle_verify_card(bml__card *c, const bml__device *d, size_t index, co
     rc = BML_EVERIFY;
     goto done;
   }
-  ng = bml__oracle_load_golden(&v, &g);
   if (native_ok) check_build(&v, c, &native, g, ng, quick);
   if (emulated_built) check_build(&v, c, &emulated, g, ng, quick);
   rc = v.failed ? BML_EVERIFY : 0;
