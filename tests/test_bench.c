@@ -328,9 +328,10 @@ Test(bench, bench_text_says_how_long_the_workers_open_took) {
 
 /* The pipelined products read a matrix each (32), or as many as a quarter
  * of the card's memory holds where 32 would not; a single product reads
- * one.  The report names the card's memory. */
+ * one.  The report names the card's memory.  (8192x4096, not 16384x8192:
+ * 1.6 s on PoCL against 6.6; the next test makes the quarter the bound.) */
 Test(bench, bench_card_pipelines_a_matrix_each_within_a_quarter_of_the_card) {
-  json_t *root = pocl_bench_json((const char *const[]){"bench", "--card", "--json", "--shape", "16384x8192", "--shape",
+  json_t *root = pocl_bench_json((const char *const[]){"bench", "--card", "--json", "--shape", "8192x4096", "--shape",
                                                         "2048x2048", "--runs", "1", "--warmup", "0", "--threads", "2",
                                                         NULL});
   json_t *results = json_object_get(root, "results");
