@@ -110,12 +110,13 @@ static void text_groups(const struct bench_report *rep, FILE *f) {
   }
 }
 
-/* The one-thread row of r's shape and gap, or NULL. */
-static const struct bench_row *one_thread_row(const struct bench_report *rep, const struct bench_row *r) {
+/* The row of r's shape and gap in `mode` with `threads` threads (-1: any), or NULL. */
+static const struct bench_row *gap_row(const struct bench_report *rep, const struct bench_row *r, const char *mode,
+                                       int threads) {
   for (size_t i = 0; i < rep->nrows; i++) {
     const struct bench_row *o = &rep->rows[i];
-    if (o->gapped && o->threads == 1 && o->gap_ms == r->gap_ms && o->rows == r->rows && o->n == r->n &&
-        strcmp(o->mode, r->mode) == 0)
+    if (o->gapped && (threads < 0 || o->threads == threads) && o->gap_ms == r->gap_ms && o->rows == r->rows &&
+        o->n == r->n && strcmp(o->mode, mode) == 0)
       return o;
   }
   return NULL;
@@ -125,7 +126,7 @@ static const struct bench_row *one_thread_row(const struct bench_report *rep, co
  * one-thread median measured in the same run. */
 static void text_gap_ratios(const struct bench_report *rep, FILE *f) {
   for (size_t i = 0; i < rep->nrows; i++) {
-    const struct bench_row *r = &rep->rows[i], *one = r->gapped && r->threads > 1 ? one_thread_row(rep, r) : NULL;
+    const struct bench_row *r = &rep->rows[i], *one = r->gapped && r->threads > 1 ? gap_row(rep, r, r->mode, 1) : NULL;
     if (!one || one->median_ms <= 0) continue;
     fprintf(f, "%zux%zu after %ld ms gaps, %d threads against 1: median %.2fx, p90 %.2fx, max %.2fx the 1-thread median\n",
             r->rows, r->n, r->gap_ms, r->threads, r->median_ms / one->median_ms, r->p90_ms / one->median_ms,
@@ -133,22 +134,12 @@ static void text_gap_ratios(const struct bench_report *rep, FILE *f) {
   }
 }
 
-/* The card alone's row of r's shape and gap, or NULL. */
-static const struct bench_row *card_gap_row(const struct bench_report *rep, const struct bench_row *r) {
-  for (size_t i = 0; i < rep->nrows; i++) {
-    const struct bench_row *o = &rep->rows[i];
-    if (o->gapped && o->gap_ms == r->gap_ms && o->rows == r->rows && o->n == r->n && strcmp(o->mode, "card") == 0)
-      return o;
-  }
-  return NULL;
-}
-
 /* --gap with --card and --split: each split against the card alone after
  * the same gap, as ratios of the card's median measured in the same run. */
 static void text_gap_split_ratios(const struct bench_report *rep, FILE *f) {
   for (size_t i = 0; i < rep->nrows; i++) {
     const struct bench_row *r = &rep->rows[i];
-    const struct bench_row *card = r->gapped && strcmp(r->mode, "split") == 0 ? card_gap_row(rep, r) : NULL;
+    const struct bench_row *card = r->gapped && strcmp(r->mode, "split") == 0 ? gap_row(rep, r, "card", -1) : NULL;
     if (!card || card->median_ms <= 0) continue;
     fprintf(f, "%zux%zu after %ld ms gaps, split against the card alone: median %.2fx, p90 %.2fx, max %.2fx the card's median\n",
             r->rows, r->n, r->gap_ms, r->median_ms / card->median_ms, r->p90_ms / card->median_ms,
