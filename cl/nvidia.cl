@@ -1,9 +1,9 @@
 /* nvidia.cl -- NVIDIA's own OpenCL compiler: the hooks of cl/q1_0.cl written in inline PTX. */
 
 /*
- * The program for a card of NVIDIA's driver is this file, then cl/q1_0.cl
+ * The program for a card of NVIDIA's driver is this file, then cl/q1_0*.cl
  * (src/card/program.c chooses it at open; a compiler that refuses it gets
- * cl/q1_0.cl alone, whose defaults give the same bits).  Each hook was
+ * cl/q1_0*.cl alone, whose defaults give the same bits).  Each hook was
  * measured on the H200 (doc/PERFORMANCE.md, "NVIDIA's build"):
  *   BML_BYTE_PERMUTE, bml_byte_into   the table kernels' lookups of a full
  *                                     tile by PTX's byte permute (prmt)

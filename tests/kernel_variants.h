@@ -1,7 +1,7 @@
 /* kernel_variants.h -- the kernels' test builds: OpenCL C that a test puts in place of the device's file
  * ahead of cl/q1_0.cl (the oracle's hooks device_source and source_after, base/hooks.h).
  *
- * cl/q1_0.cl names no test: a test builds what it needs by defining the
+ * cl/q1_0*.cl names no test: a test builds what it needs by defining the
  * file's hooks, as cl/nvidia.cl does for NVIDIA's compiler. */
 #ifndef BML_TEST_KERNEL_VARIANTS_H
 #define BML_TEST_KERNEL_VARIANTS_H
@@ -9,7 +9,7 @@
 /* cl/nvidia.cl's hooks written in C, on any device: the byte permute of the
  * full tiles' lookups, and the TMA's copies of the table's sources made by
  * work-item 0 (which issues them) into the same slots at the same steps,
- * with nothing to wait for: the barriers of cl/q1_0.cl alone order them
+ * with nothing to wait for: the barriers of cl/q1_0*.cl alone order them
  * before their reads, and after the slot's earlier reads.  With the options below
  * (NVIDIA's others), the tests check NVIDIA's formulation, its slots,
  * their offsets and a partial last tile's copies on PoCL and Oclgrind. */
@@ -38,7 +38,7 @@ static const char bml_test_twice_rounded_fma[] =
     "}\n"
     "#define BML_FMA bml_twice_rounded_fma\n";
 
-/* q1_0_mat_vec_lrb renamed out of the way, and (after cl/q1_0.cl) one of
+/* q1_0_mat_vec_lrb renamed out of the way, and (after cl/q1_0*.cl) one of
  * that name that returns without writing, which the oracle must refuse
  * (its results are not the other kernels'). */
 static const char bml_test_lrb_renamed[] = "#define q1_0_mat_vec_lrb bml_test_lrb_unused\n";

@@ -214,7 +214,7 @@ static void fallback_done(bml__card *c, bml_devices *l, bml__build *b) {
 }
 
 /* NVIDIA's driver builds the kernels with cl/nvidia.cl (PTX's prmt inline)
- * and its options; any other compiler that refuses them gets cl/q1_0.cl's
+ * and its options; any other compiler that refuses them gets cl/q1_0*.cl's
  * plain C formulation (the same bits, which the oracle checks), not a
  * failed build. */
 Test(card, the_byte_permute_build_is_nvidias_and_a_refusal_falls_back_to_plain_c) {

@@ -30,8 +30,11 @@ static void no_hooks(void) { bml__oracle_set_hooks(NULL); }
  * of an AMD EPYC. */
 TestSuite(oracle, .init = no_hooks, .fini = no_hooks, .timeout = 1500);
 
-/* The shipped kernel sources (cl/), each read by the tests from the source tree. */
-static const char *const cl_files[] = {"cl/q1_0.cl", "cl/nvidia.cl"};
+/* The shipped kernel sources (cl/), each read by the tests from the source
+ * tree, with the helpers (`static inline` definitions) each holds at least. */
+static const char *const cl_files[] = {"cl/q1_0.cl", "cl/q1_0_table.cl", "cl/q1_0_lanes.cl", "cl/q1_0_batch.cl",
+                                       "cl/nvidia.cl"};
+static const int cl_helpers[] = {7, 10, 6, 1, 6};
 
 /* The kernels' sources are ASCII, and OpenCL C follows C99's inline: a plain `inline` definition makes no
  * callable copy, so a call a compiler does not inline links to nothing
@@ -55,12 +58,12 @@ Test(oracle, kernel_helpers_are_static_inline) {
       helpers += strncmp(line, "static inline ", 14) == 0 || strncmp(line, "static BML_INLINE ", 18) == 0;
     }
     fclose(f);
-    cr_expect_gt(helpers, k == 0 ? 10 : 3, "%s: the helpers were not found (%d)", path, helpers);
+    cr_expect_geq(helpers, cl_helpers[k], "%s: the helpers were not found (%d)", path, helpers);
   }
 }
 
-/* The source file without its comments, in a buffer the caller frees. */
-static char *kernel_source_code(const char *file) {
+/* The source file as it is, in a static buffer (the next call reuses it). */
+static const char *kernel_source_text(const char *file) {
   char path[4096];
   snprintf(path, sizeof path, "%s/%s", getenv("BANKML_TOP_SRCDIR"), file);
   FILE *f = fopen(path, "r");
@@ -70,6 +73,29 @@ static char *kernel_source_code(const char *file) {
   fclose(f);
   cr_assert_lt(len, sizeof text - 1, "%s is larger than the test reads", file);
   text[len] = '\0';
+  return text;
+}
+
+/* The library builds the portable program from one embedded source: the
+ * files of cl/ before nvidia.cl, joined in their order (Makefile.am), not
+ * one more byte nor one less. */
+Test(oracle, the_embedded_program_is_the_sources_joined_in_order) {
+  extern const char bml__cl_q1_0_source[];
+  const char *e = bml__cl_q1_0_source;
+  for (size_t k = 0; k + 1 < BML_ARRAY_SIZE(cl_files); k++) {
+    const char *text = kernel_source_text(cl_files[k]);
+    const size_t len = strlen(text);
+    cr_assert_gt(len, 0, "%s is empty", cl_files[k]);
+    cr_assert(strncmp(e, text, len) == 0, "the embedded source differs from %s", cl_files[k]);
+    e += len;
+  }
+  cr_expect_eq(*e, '\0', "the embedded source goes on past the last file: %.60s", e);
+}
+
+/* The source file without its comments, in a buffer the caller frees. */
+static char *kernel_source_code(const char *file) {
+  const char *text = kernel_source_text(file);
+  const size_t len = strlen(text);
   char *code = calloc(1, len + 1), *o = code;
   cr_assert_not_null(code);
   for (const char *p = text; *p;) {

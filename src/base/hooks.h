@@ -15,7 +15,7 @@ typedef struct {
   const char *extra_options; /* appended to every build's options: a tunable, a bad option */
   const char *device_source; /* OpenCL C in place of the device's own file ahead of cl/q1_0.cl
                                 (cl/nvidia.cl, or none): its hooks written otherwise, a wrong fma */
-  const char *source_after;  /* OpenCL C after cl/q1_0.cl: a kernel in place of one renamed by
+  const char *source_after;  /* OpenCL C after cl/q1_0*.cl: a kernel in place of one renamed by
                                 device_source */
   bool force_emulated;       /* use the emulated fma even where the native one is exact */
   bool quick;                /* the small shapes only */

@@ -7,7 +7,7 @@
 #include "devices/clinc.h"
 #include "devices/device.h"
 
-/* The kernels of cl/q1_0.cl that compute products. */
+/* The kernels of cl/q1_0*.cl that compute products. */
 typedef enum {
   BML_KERNEL_MAT_VEC = 0,    /* a work-item per row, the reference order written out plainly */
   BML_KERNEL_MAT_VEC8 = 1,   /* a work-item per (row, lane) */
@@ -23,13 +23,13 @@ typedef enum {
   BML_BATCHED_COUNT
 } bml__batched_id;
 
-/* A product of a batched launch (cl/q1_0.cl, BML_DESC_WORDS words). */
+/* A product of a batched launch (cl/q1_0_batch.cl, BML_DESC_WORDS words). */
 typedef struct {
   uint32_t first_group, rows, nb, bits_off, d0_off, act_off, out_off;
   uint32_t wgs; /* its work-groups: each takes every wgs-th of its groups of rows */
 } bml__desc;
 
-/* One build of cl/q1_0.cl. */
+/* One build of cl/q1_0*.cl. */
 typedef struct {
   cl_program program;
   cl_kernel kernel[BML_KERNEL_COUNT];

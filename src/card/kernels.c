@@ -253,7 +253,7 @@ static size_t round_up(size_t v, size_t m) { return (v + m - 1) / m * m; }
 static size_t table_local(const bml__card *c, bool lr) { return lr ? bml__card_lr_wg(c) : 8 * c->lrows; }
 static size_t table_rows(const bml__card *c, bool lr) { return lr ? c->lrrows * c->lrrpt : c->lrows; }
 /* The work-groups a table kernel's launch of `groups` groups runs: each
- * takes the launch's groups in turn (cl/q1_0.cl, bml_lanes). */
+ * takes the launch's groups in turn (cl/q1_0_lanes.cl, bml_lanes). */
 static size_t table_groups(const bml__card *c, size_t groups) {
   return c->max_groups && groups > c->max_groups ? c->max_groups : groups;
 }

@@ -310,7 +310,7 @@ static void check_build(run *v, bml__card *c, const bml__build *b, const bml__go
   bml__card_buf_free(&cs.out);
 }
 
-/* Builds cl/q1_0.cl for one fma (a variant), from a remembered binary
+/* Builds cl/q1_0*.cl for one fma (a variant), from a remembered binary
  * where there is one; the failure's log and options are kept in *log
  * (malloc'd, NULL when it built). */
 static int build(bml__card *c, bool emulate, bml__build *b, char **log) {

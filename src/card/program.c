@@ -108,7 +108,7 @@ int bml__card_open_on(const bml__cl_info *ci, cl_context ctx, cl_command_queue q
   /* NVIDIA's driver compiles OpenCL C to PTX and takes PTX inline; another
    * implementation of an NVIDIA card (PoCL's CUDA device) may not.  The
    * ring of weights (-DBML_RING=1) was measured there only: it made PoCL
-   * slower, so other compilers keep the queue (cl/q1_0.cl); the scales
+   * slower, so other compilers keep the queue (cl/q1_0_lanes.cl); the scales
    * staged as half2 (-DBML_D0HALF=1) were measured there only too. */
   c->nvidia_driver = ci->vendor_id == 0x10de && ci->platform_vendor && strstr(ci->platform_vendor, "NVIDIA");
   c->nvidia_build = c->nvidia_driver;
@@ -218,7 +218,7 @@ void bml__card_build_options(const bml__card *c, bool emulate, const bml__oracle
 }
 
 /* The program's sources, in order: the device's file (cl/nvidia.cl for
- * NVIDIA's build; a test's in its place), cl/q1_0.cl, and a test's after
+ * NVIDIA's build; a test's in its place), cl/q1_0*.cl, and a test's after
  * it.  Returns their count (at most 3). */
 static cl_uint program_sources(const bml__card *c, const bml__oracle_hooks *test, const char *src[3]) {
   cl_uint n = 0;
@@ -401,7 +401,7 @@ static cl_int program_from_source(bml__card *c, bool emulate, const bml__oracle_
   const char *call;
   cl_int rc = build_program(c, emulate, test, b, &call);
   /* NVIDIA's build refused: first the TMA's PTX (a driver whose PTX is
-   * older than 8.0), then cl/nvidia.cl at all (cl/q1_0.cl's plain
+   * older than 8.0), then cl/nvidia.cl at all (cl/q1_0*.cl's plain
    * formulations, the queue and float scales); the same bits either way */
   if (rc == CL_BUILD_PROGRAM_FAILURE && builds_tma(c))
     rc = build_without(c, &c->nvidia_tma, BML_NVIDIA_TMA_OPTION, emulate, test, b, &call);
@@ -439,7 +439,7 @@ static int build(bml__card *c, bool emulate, const bml__oracle_hooks *test, bool
     b->remember = true;
     b->binary_key = binary_key(c, b->options, bml__card_sources_hash(c, test));
   }
-  bml__debug(BML_CAT_BUILD, "built %scl/q1_0.cl for \"%s\"%s with: %s", c->nvidia_build ? "cl/nvidia.cl and " : "", c->name,
+  bml__debug(BML_CAT_BUILD, "built %scl/q1_0*.cl for \"%s\"%s with: %s", c->nvidia_build ? "cl/nvidia.cl and " : "", c->name,
              *from_binary ? " from its remembered binary" : "", b->options);
   return 0;
 fail:

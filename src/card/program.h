@@ -1,4 +1,4 @@
-/* program.h -- a card opened and closed, its queues, and the builds of cl/q1_0.cl (program.c). */
+/* program.h -- a card opened and closed, its queues, and the builds of cl/q1_0*.cl (program.c). */
 #ifndef BML_PROGRAM_H
 #define BML_PROGRAM_H
 
@@ -41,7 +41,7 @@ int bml__card_open_on(const bml__cl_info *ci, cl_context ctx, cl_command_queue q
 
 /* What the cache knows a device by: {"device": "uuid:..." (cl_khr_device_uuid),
  * else "pci:0000:03:00.0", else "", "name", "platform", "driver",
- * "bankml_cl_version", "source": the hash of cl/q1_0.cl and cl/nvidia.cl}.  NULL when out of
+ * "bankml_cl_version", "source": the hash of cl/q1_0*.cl and cl/nvidia.cl}.  NULL when out of
  * memory. */
 struct json_t *bml__card_identity(const bml__cl_info *ci);
 void bml__card_close(bml__card *c); /* NULL-safe */
@@ -55,8 +55,8 @@ void bml__card_drop_side_queues(bml__card *c);
 /* clFinish on every queue of c; the first error, or 0. */
 int bml__card_finish(bml__card *c);
 
-/* Builds the card's program: cl/nvidia.cl then cl/q1_0.cl where
- * c->nvidia_build, else cl/q1_0.cl alone, with
+/* Builds the card's program: cl/nvidia.cl then cl/q1_0*.cl where
+ * c->nvidia_build, else cl/q1_0*.cl alone, with
  * -cl-fp32-correctly-rounded-divide-sqrt when the device advertises it,
  * never a fast-math option, plus -DBML_EMULATE_FMA=1 when emulate and
  * NVIDIA's options when c->nvidia_build (a build that fails with them is

@@ -57,7 +57,7 @@ int bml__submit_unmap(cl_command_queue q, cl_mem m, void *h);
 int bml__submit_write(cl_command_queue q, cl_mem m, size_t offset, size_t bytes, const void *src);
 /* Releases m (an error is logged, nothing more). */
 void bml__submit_release_mem(cl_mem m);
-/* k, a build's q1_0_token (cl/q1_0.cl), launched on q and flushed: the
+/* k, a build's q1_0_token (cl/q1_0_batch.cl), launched on q and flushed: the
  * first `head` bytes of dev zeroed first, then its arguments bits, d0,
  * host, dev, host (its results' base), ticket0 and spins, in work-groups of
  * `local` work-items, `global` in all.  *ev: the launch's event, set once

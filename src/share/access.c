@@ -14,7 +14,7 @@ void bml__worker_leave(bml_worker *w) { leave(w); }
  * device (whose threads run work-groups in turn).  Its first work-group
  * waits for the next group this long before it gives up (the host then
  * launches it again when the group comes): on NVIDIA's build, microseconds
- * of the card's clock (cl/q1_0.cl); elsewhere reads of host memory (2^30 in
+ * of the card's clock (cl/q1_0_batch.cl); elsewhere reads of host memory (2^30 in
  * the host's own memory: seconds, for a software device's thread may wait
  * long for a core while the host's threads hold them). */
 #define TOKEN_SPIN_US 50000u

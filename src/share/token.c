@@ -73,7 +73,7 @@ static int run_resident(bml_token *t, size_t g, double sec[BML_TOKEN_PHASES]) {
     int rc = bml__token_load(t);
     if (rc != 0) return rc;
   }
-  /* a launch runs a group once (cl/q1_0.cl), and a ticket past the abort's
+  /* a launch runs a group once (cl/q1_0_batch.cl), and a ticket past the abort's
    * needs a new one */
   if (t->running && (t->ran[g] == t->launch || t->ticket < t->ticket0)) bml__token_park(t);
   int rc = bml__token_reap(t, NULL);

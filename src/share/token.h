@@ -61,14 +61,14 @@ int bml__worker_batch_entered(bml_worker *w, const bml_product *products, size_t
  * learning, no batches (a group that cannot run resident fails). */
 void bml__token_check_only(bml_token *t);
 /* How a group's records are planned for the resident kernel (its table
- * entry's word 5, cl/q1_0.cl's q1_0_token): at the card's rows a
+ * entry's word 5, cl/q1_0_batch.cl's q1_0_token): at the card's rows a
  * work-item; at one row; at one row and one lane, in groups of half the
  * card's lr rows (a card of two lanes a work-item). */
 typedef enum { BML_TOKEN_ROWS_CARD = 0, BML_TOKEN_ROWS_ONE = 1, BML_TOKEN_ROWS_ONE_LANE = 2 } bml__token_rows;
 /* How a group of `rows` rows runs resident on nwg work-groups of a card
  * whose shape is lr rows a slice, rpt slices, lpt lanes a work-item: the
  * finest plan whose groups are no more than nwg, so that a work-group takes
- * one (coarser, fewer groups leave work-groups idle: cl/q1_0.cl,
+ * one (coarser, fewer groups leave work-groups idle: cl/q1_0_batch.cl,
  * q1_0_token); else the card's. */
 bml__token_rows bml__token_rows_plan(size_t rows, size_t lr, size_t rpt, size_t lpt, size_t nwg);
 /* Group g of t's plan (BML_TOKEN_ROWS_CARD before its card copy), and its

@@ -5,14 +5,14 @@
 #include "card/card.h"
 #include "share/token.h"
 
-/* cl/q1_0.cl's q1_0_token: its words in host and device memory. */
+/* cl/q1_0_batch.cl's q1_0_token: its words in host and device memory. */
 #define TOKEN_REQ 0u
 #define TOKEN_EXIT 32u
 #define TOKEN_DONES 16u /* in dev: the host word of work-group 0's done word (done_at) */
 #define TOKEN_TABLE 64u
 #define TOKEN_GROUP_WORDS 8u
 #define TOKEN_ABORT 0xffffffffu
-/* A request: the ticket's low 20 bits above the group's 12 (cl/q1_0.cl's
+/* A request: the ticket's low 20 bits above the group's 12 (cl/q1_0_batch.cl's
  * BML_TOKEN_WORD); tickets run 1 .. TOKEN_TICKET_MOST, groups below
  * TOKEN_GROUPS_MOST. */
 #define TOKEN_WORD(ticket, group) (((ticket) << 12) | (uint32_t)(group))

@@ -1,4 +1,4 @@
-/* harness.c -- kernel experiments on a card, outside the library: cl/q1_0.cl's
+/* harness.c -- kernel experiments on a card, outside the library: cl/q1_0_lanes.cl's
  * q1_0_mat_vec_lr (the shipped table kernel) and tools/harness/dp4a.cl's
  * q1_0_dp on one matrix, every row compared bit for bit with the library's
  * reference (bml__q1_0_dot_ref, doc/ARITHMETIC.md), timed as launches spread over
@@ -178,14 +178,18 @@ int main(int argc, char **argv) {
     const int is_dp = !strcmp(spec, "dp"), is_nv = !strcmp(spec, "nv");
     size_t groups = strtoul(c1 + 1, 0, 10);
     const char *opts = c2 + 1;
-    char *srcs[2];
+    /* the library's program: cl/q1_0.cl and the files after it, in Makefile.am's order */
+    static const char *const q1_0_files[] = {"cl/q1_0.cl", "cl/q1_0_table.cl", "cl/q1_0_lanes.cl", "cl/q1_0_batch.cl"};
+    char *srcs[5];
     cl_uint nsrc = 0;
-    if (is_nv) { /* NVIDIA's build: cl/nvidia.cl ahead of cl/q1_0.cl, as the library builds it */
+    if (is_nv) { /* NVIDIA's build: cl/nvidia.cl ahead of the program, as the library builds it */
       snprintf(path, sizeof path, "%s/cl/nvidia.cl", top);
       srcs[nsrc++] = slurp(path);
     }
-    snprintf(path, sizeof path, "%s/%s", top, is_dp ? "tools/harness/dp4a.cl" : "cl/q1_0.cl");
-    srcs[nsrc++] = slurp(path);
+    for (size_t f = 0; f < (is_dp ? 1 : 4); f++) {
+      snprintf(path, sizeof path, "%s/%s", top, is_dp ? "tools/harness/dp4a.cl" : q1_0_files[f]);
+      srcs[nsrc++] = slurp(path);
+    }
     cl_program prog = clCreateProgramWithSource(ctx, nsrc, (const char **)srcs, 0, &err);
     CK(err);
     err = clBuildProgram(prog, 1, &dev, opts, 0, 0);

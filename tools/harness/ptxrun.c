@@ -222,7 +222,7 @@ int main(int argc, char **argv) {
   if (!got) return 1;
   memset(got, 0xAB, rows * sizeof *got);
   check(cu.htod(dout, got, rows * sizeof *got), "copy in");
-  /* the kernel's arguments, in cl/q1_0.cl's order */
+  /* the kernel's arguments, in cl/q1_0_lanes.cl's order */
   unsigned zero = 0, R = (unsigned)rows, NB = (unsigned)nb;
   void *args[] = {&dbits, &dd0, &dact, &zero, &R, &NB, &dout, &zero, &zero, &zero};
   check(cu.launch(fn, (unsigned)groups, 1, 1, (unsigned)wg, 1, 1, 0, NULL, args, NULL), "cuLaunchKernel");

@@ -1,0 +1,374 @@
+/* q1_0_lanes.cl -- the table kernels' stream of tiles (bml_lanes), q1_0_mat_vec_l and q1_0_mat_vec_lr. */
+
+/* The tile after tile t of a row of nt tiles (a work-group's stream goes
+ * on to the next group's first). */
+static inline uint bml_next_tile(const uint t, const uint nt) { return t + 1u == nt ? 0u : t + 1u; }
+
+/* A step's lookups for the work-item's rows and lanes (lanes l0 + u, u <
+ * lpt; row slice rr of lr, rpt rows of gr a work-group), from their words
+ * w[i * lpt + u], into acc[i * lpt + u]: the step's tile has kb blocks of
+ * the row's, its table and scales are in half hf.  A work-item of one lane reads each
+ * scale d0 where it is used; one of two lanes reads a row's eight once for
+ * both.  full (a constant where this is inlined): the tile is full and
+ * every row live, and the rows' lookups are one run of code. */
+static BML_INLINE void bml_lookups_rows(const bml_lmem *lm, const bml_place *pl, const uint4 *w, float *acc,
+                                        const bool *live, const uint hf, const uint kb, const bool full) {
+  __local const float *tab = lm->tab, *dtab = lm->dtab;
+  const uint l0 = pl->l0, gr = pl->gr, rpt = pl->rpt, lpt = pl->lpt;
+  const uint par = hf * (BML_LHALVES - 1u); /* the table's half */
+  const uint c0 = bml_lc(par, 0, l0), c1 = bml_lc(par, 1, l0), c2 = bml_lc(par, 2, l0), c3 = bml_lc(par, 3, l0);
+  BML_LBYTES(c0, c1, c2, c3);
+#pragma unroll
+  for (uint i = 0; i < rpt; i++) {
+    if (!full && !live[i]) continue;
+    __local const float *dt = dtab + bml_d0_float(pl, hf, 0u, i);
+    float dz[8];
+    if (BML_D0_HALF2(lpt)) {
+#pragma unroll
+      for (uint m = 0; m < 4u; m++) {
+        const float2 v = vload_half2(bml_d0_word(pl, hf, m, i), (__local const half *)dtab);
+        dz[2u * m] = v.x, dz[2u * m + 1u] = v.y;
+      }
+    } else if (lpt > 1u) {
+#pragma unroll
+      for (uint j = 0; j < 8u; j++) dz[j] = dt[j * gr];
+    }
+#pragma unroll
+    for (uint u = 0; u < lpt; u++) {
+      __local const float *tu = tab + 16u * u;
+      const uint4 x = w[i * lpt + u];
+      if (lpt == 1u) { /* the scales where they are used */
+        __local const float *dl = dt;
+        const uint gs = gr;
+        if (full) {
+          BML_LFULL(x, acc[i], dl);
+        } else {
+          BML_LTILE(x, acc[i]);
+        }
+      } else { /* the row's scales, read once for its lanes */
+        const float *dl = dz;
+        const uint gs = 1u;
+        if (full) {
+          BML_LFULL(x, acc[i * lpt + u], dl);
+        } else {
+          BML_LTILE(x, acc[i * lpt + u]);
+        }
+      }
+    }
+  }
+}
+
+static BML_INLINE void bml_lookups(const bml_lmem *lm, const bml_place *pl, const uint4 *w, float *acc,
+                                   const bool *live, const uint hf, const uint kb) {
+#if defined(BML_EMULATE_FMA) || !BML_RING
+  /* The single run is NVIDIA's build's (beside its ring of weights), where
+   * it was measured: on PoCL it made 12288x4096 15 % slower.  Nor is it in
+   * the emulated build: PoCL 5.0's work-group compiler (built with
+   * assertions, Ubuntu's) aborts the process on a run of a tile's emulated
+   * fmas ("createParallelRegionBefore: region_entry_barrier != NULL"); the
+   * emulation is for devices whose fma is wrong, not for speed. */
+  bool all = false;
+#else
+  bool all = kb == 8u;
+#endif
+#pragma unroll
+  for (uint i = 0; i < pl->rpt; i++) all = all && live[i];
+  if (all) bml_lookups_rows(lm, pl, w, acc, live, hf, 8u, true);
+  else bml_lookups_rows(lm, pl, w, acc, live, hf, kb, false);
+}
+
+/* The scales d0 of the work-item's rows and lanes in a step (d: their
+ * slot of the queue) into half hn of dtab: [half][block][row] as floats;
+ * with -DBML_D0HALF=1 (NVIDIA's build) and two lanes a work-item,
+ * [half][block pair][row] as half2, a row's two blocks (those of the
+ * work-item's lanes) one word, so that a row's eight scales of a tile are
+ * four local reads, not eight.  A scale is a half converted exactly (the
+ * host's table), so it goes to a half and back unchanged (a NaN stays a
+ * NaN). */
+static BML_INLINE void bml_stage_d0(__local float *dtab, const bml_place *pl, const uint hn, const float *d) {
+  const uint lpt = pl->lpt;
+#pragma unroll
+  for (uint i = 0; i < pl->rpt; i++) {
+    if (BML_D0_HALF2(lpt)) {
+      vstore_half2((float2)(d[2u * i], d[2u * i + 1u]), bml_d0_word(pl, hn, pl->l0 / 2u, i), (__local half *)dtab);
+    } else {
+#pragma unroll
+      for (uint u = 0; u < lpt; u++) dtab[bml_d0_float(pl, hn, pl->l0 + u, i)] = d[i * lpt + u];
+    }
+  }
+}
+
+/* A work-group takes groups g0, g0 + stride, ... of a product, nt steps
+ * each (one a tile), as one stream.  Where its refills stand: the next
+ * refill is of tile t of the group whose first row is row, and ab and ad
+ * are the indices in the buffers of its lane l0 and row (of this
+ * work-item) in that tile; a group's first tile is base_b and base_d on
+ * from its first row, and the next group jump rows on. */
+typedef struct {
+  uint t, row, ab, ad;
+  uint nt, jump, base_b, base_d;
+} bml_fill;
+
+/* The weights and scales d0 of the work-item's rows (row rr of slice i of
+ * the group) in the next refill's tile into a slot of the queue (w, d),
+ * where go (there is a step to refill); f moves on a tile, or to the first
+ * tile of the next group.  A row past the product's is not read. */
+static BML_INLINE void bml_refill(const bml_prod *p, const bml_place *pl, bml_fill *f, uint4 *w, float *d,
+                                  const bool go) {
+  if (!go) return;
+  const uint rows = p->rows, lr = pl->lr, lpt = pl->lpt;
+#pragma unroll
+  for (uint i = 0; i < pl->rpt; i++)
+#pragma unroll
+    for (uint u = 0; u < lpt; u++)
+      if (f->row + pl->rr + i * lr < rows) {
+        w[i * lpt + u] = p->bits[f->ab + (u * rows + i * lr)];
+        d[i * lpt + u] = p->d0[f->ad + (u * rows + i * lr)];
+      }
+  if (f->t + 1u < f->nt) {
+    f->t++, f->ab += 8u * rows, f->ad += 8u * rows;
+  } else {
+    f->t = 0u, f->row += f->jump, f->ab = f->base_b + f->row, f->ad = f->base_d + f->row;
+  }
+}
+
+/* The next step's table (tile tn), from the sources loaded a step ago,
+ * into half hn, and the sources of the step after it (tile st). */
+#define BML_LNEXT(hn)                                                                                    \
+  if (cs + 1u < ns) {                                                                                   \
+    const uint kb_ = min(8u, nb - tn * 8u);                                                              \
+    BML_SRC_TAKE(cs + 1u);                                                                               \
+    for (uint i = 0; i < units; i++)                                                                     \
+      if ((lid + i * wg) % 256u / 32u < kb_)                                                             \
+        bml_lbuild(tab + (hn) * (BML_LHALVES - 1u) * BML_LTAB, lid + i * wg, &src[i], unit);             \
+    if (!BML_SRC_STAGED && cs + 2u < ns)                                                                   \
+      for (uint i = 0; i < units; i++) bml_lsrc_load(&src[i], p, lid + i * wg, st);              \
+  }
+#if BML_SRC_STAGED
+#define BML_SRC_TAKE(k)                                                                                  \
+  do {                                                                                                   \
+    BML_SRC_WAIT(k);                                                                                     \
+    for (uint i = 0; i < units; i++) bml_src_take(&src[i], ssh, lid + i * wg, (k));                      \
+  } while (0)
+#define BML_SRC_NEXT() if (lid == 0u && cs + 3u < ns) bml_src_issue(ssh, p, cs + 3u, nt)
+#else
+#define BML_SRC_TAKE(k) (void)0
+#define BML_SRC_NEXT() (void)0
+#endif
+
+/* The next step's scales (dq[slot]) into their half hn, at the end of the
+ * step (its lookups and refill issued, before its barrier): they were
+ * loaded a step before, so their loads have had a step to arrive.  (Stored
+ * at the step's start, as they were before, a work-item waited there for
+ * loads issued just before the barrier.) */
+#define BML_DNEXT(hn, slot)                                                                              \
+  if (cs + 1u < ns) bml_stage_d0(dtab, &pl, (hn), dq[slot])
+
+/* The step's end, behind its barrier: after a group's last tile its lanes
+ * meet in jtab and are joined in the reference order. */
+#define BML_LEND()                                                                                       \
+  do {                                                                                                   \
+    const bool last_ = tn == 0u;                                                                         \
+    if (last_)                                                                                           \
+      for (uint i = 0; i < rpt; i++)                                                                    \
+        for (uint u = 0; u < lpt; u++)                                                                   \
+          jtab[(l0 + u) * gr + i * lr + rr] = acc[i * lpt + u], acc[i * lpt + u] = 0.0f;                 \
+    barrier(CLK_LOCAL_MEM_FENCE);                                                                        \
+    if (last_) {                                                                                         \
+      for (uint x = lid; x < gr; x += wg) {                                                              \
+        if (crow + x >= rows) continue;                                                                  \
+        float a_[8];                                                                                     \
+        for (uint i = 0; i < 8u; i++) a_[i] = jtab[i * gr + x];                                          \
+        out[crow + x] = bml_reduce8(a_);                                                                 \
+      }                                                                                                  \
+    }                                                                                                    \
+    /* one tile a group: the next group's lanes meet in jtab at the next step */                        \
+    if (BML_LHALVES == 2 && nt == 1u) barrier(CLK_LOCAL_MEM_FENCE);                                      \
+  } while (0)
+
+/* The next step's table where it is built before the lookups (two
+ * halves) or after them, behind a second barrier (one). */
+#if BML_LHALVES == 2
+#define BML_LNEXT_BEFORE(hn) BML_LNEXT(hn)
+#define BML_LNEXT_AFTER(hn) (void)0
+#else
+#define BML_LNEXT_BEFORE(hn) (void)0
+#define BML_LNEXT_AFTER(hn)                                                                              \
+  do {                                                                                                   \
+    BML_LNEXT(hn);                                                                                       \
+    barrier(CLK_LOCAL_MEM_FENCE);                                                                        \
+  } while (0)
+#endif
+
+/* The computed stream on a step: the tile of the step after next (st), the
+ * step's tile (tn, the next step's) and group, and the rows of the group
+ * that are the product's. */
+#define BML_CNEXT()                                                                                      \
+  do {                                                                                                   \
+    st = bml_next_tile(st, nt);                                                                          \
+    cs++, ct = tn;                                                                                       \
+    if (tn == 0u) {                                                                                      \
+      crow += jump;                                                                                      \
+      for (uint i = 0; i < rpt; i++) live[i] = crow + rr + i * lr < rows;                               \
+    }                                                                                                    \
+  } while (0)
+
+/* Step cs of the ring, in slot ph (a constant), or out of the loop after
+ * the last. */
+#define BML_RSTEP(ph)                                                                                    \
+  if (cs >= ns) break;                                                                                   \
+  {                                                                                                      \
+    const uint hf = BML_LAHEAD % 2 == 0 ? (ph) & 1u : cs & 1u, sn = (ph) + 1u == BML_LAHEAD ? 0u : (ph) + 1u; \
+    const uint tn = bml_next_tile(ct, nt); /* the next step's tile */                                    \
+    BML_LNEXT_BEFORE(hf ^ 1u);                                                                           \
+    bml_lookups(lm, &pl, wq[ph], acc, live, hf, min(8u, nb - ct * 8u));                                 \
+    bml_refill(p, &pl, &f, wq[ph], dq[ph], cs + BML_LAHEAD < ns);                                        \
+    BML_DNEXT(hf ^ 1u, sn);                                                                              \
+    BML_LEND();                                                                                          \
+    BML_LNEXT_AFTER(hf ^ 1u);                                                                            \
+    BML_SRC_NEXT();                                                                                      \
+    BML_CNEXT();                                                                                         \
+  }
+
+/* The body of the table kernels: groups g0, g0 + stride, ... of a product
+ * (a group: lr * rpt rows; a launch of fewer work-groups than groups, each
+ * taking its share in turn, streams the next group's weights in while it
+ * ends one, and pays a work-group's start once); lr, rpt and lpt are
+ * constants where it is inlined (rpt * lpt <= 4).  A work-group of
+ * 8 / lpt * lr work-items takes a group's rows: work-item lid computes
+ * lanes l0 + u (l0 = lid / lr * lpt, u < lpt) of rows lid % lr + i * lr
+ * (i < rpt) of the group.  tab: BML_LHALVES * BML_LTAB floats; dtab: 2 * 8
+ * * lr * rpt floats; jtab: 8 * lr * rpt; ssh: BML_SSH_WORDS (BML_BULK_COPY's). */
+static BML_INLINE void bml_lanes(const bml_prod *p, const bml_lmem *lm, const uint lr, const uint rpt, const uint lpt,
+                                 const uint g0, const uint stride) {
+  const uint rows = p->rows, nb = p->nb;
+  __global float *out = p->out;
+  __local float *tab = lm->tab, *dtab = lm->dtab, *jtab = lm->jtab;
+#if BML_SRC_STAGED
+  __local ulong *ssh = lm->ssh;
+#endif
+  const uint wg = 8u / lpt * lr, gr = lr * rpt, m = rpt * lpt;
+  const uint unit = 4096u / wg < 16u ? 4096u / wg : 16u, units = 4096u / wg / unit;
+  const uint lid = get_local_id(0), l0 = lid / lr * lpt, rr = lid % lr;
+  const bml_place pl = {lr, rpt, lpt, gr, l0, rr};
+  const uint nt = (nb + 7u) / 8u, groups = (rows + gr - 1u) / gr;
+  if (g0 >= groups) return; /* (uniform) */
+  const uint ns = ((groups - 1u - g0) / stride + 1u) * nt; /* steps */
+  /* work-item (l0, rr) loads its lanes' bits of its rows, and d0 of blocks 8t + l0 + u of its rows */
+  uint4 wq[BML_LAHEAD][4];
+  float dq[BML_LAHEAD][4] = {{0.0f}}; /* a row past the product's is not loaded (nor its scale used) */
+  const uint base_b = p->bits_off + l0 * rows + rr, base_d = p->d0_off + l0 * rows + rr, jump = stride * gr;
+  bml_fill f = {0u, g0 * gr, base_b + g0 * gr, base_d + g0 * gr, nt, jump, base_b, base_d}; /* the next refill: step 0 */
+#pragma unroll
+  for (uint a = 0; a < BML_LAHEAD; a++) bml_refill(p, &pl, &f, wq[a], dq[a], a < ns);
+  /* step 0's table now, step 1's sources loaded */
+  bml_lsrc src[4];
+#if BML_SRC_STAGED
+  if (lid == 0u) bml_bulk_init(ssh);
+  barrier(CLK_LOCAL_MEM_FENCE);
+  if (lid == 0u) {
+    bml_src_issue(ssh, p, 0u, nt);
+    if (ns > 1u) bml_src_issue(ssh, p, 1u, nt);
+  }
+  /* (a copy engine's barrier counts its bytes; copies made by work-item 0
+   * itself are ordered by this one: later steps' by the steps' own) */
+  barrier(CLK_LOCAL_MEM_FENCE);
+  BML_SRC_TAKE(0u);
+#else
+#pragma unroll
+  for (uint i = 0; i < units; i++) bml_lsrc_load(&src[i], p, lid + i * wg, 0);
+#endif
+#pragma unroll
+  for (uint i = 0; i < units; i++)
+    if ((lid + i * wg) % 256u / 32u < min(8u, nb)) bml_lbuild(tab, lid + i * wg, &src[i], unit);
+  if (!BML_SRC_STAGED && ns > 1u) {
+#pragma unroll
+    for (uint i = 0; i < units; i++) bml_lsrc_load(&src[i], p, lid + i * wg, nt > 1u ? 1u : 0u);
+  }
+  bml_stage_d0(dtab, &pl, 0u, dq[0]);
+  float acc[4];
+#pragma unroll
+  for (uint i = 0; i < m; i++) acc[i] = 0.0f;
+  barrier(CLK_LOCAL_MEM_FENCE);
+#if BML_SRC_STAGED
+  if (lid == 0u && ns > 2u) bml_src_issue(ssh, p, 2u, nt);
+#endif
+  /* the step computed (cs), its tile and its group's first row, which of
+   * the work-item's rows are the product's, and the tile of step cs + 2 */
+  uint cs = 0u, ct = 0u, crow = g0 * gr, st = nt > 2u ? 2u : 0u;
+  bool live[4];
+#pragma unroll
+  for (uint i = 0; i < rpt; i++) live[i] = crow + rr + i * lr < rows;
+#if BML_RING
+  /* The weights' queue is a ring: step s is in slot s % BML_LAHEAD, and a
+   * step's slot is refilled (BML_LAHEAD steps on) once its lookups are
+   * issued.  The loop is unrolled by BML_LAHEAD, by hand (clang does not
+   * apply an unroll pragma to it), so every slot index is a constant and
+   * nothing moves between registers (and, BML_LAHEAD even, the step's half
+   * of the table). */
+  for (;;) {
+    BML_RSTEP(0u);
+    BML_RSTEP(1u);
+#if BML_LAHEAD > 2
+    BML_RSTEP(2u);
+#endif
+#if BML_LAHEAD > 3
+    BML_RSTEP(3u);
+#endif
+  }
+#else
+  /* The weights' queue moves down a slot a step: the step in use is
+   * copied out of slot 0 and the last slot loads BML_LAHEAD steps on,
+   * before the lookups. */
+  while (cs < ns) {
+    const uint hf = cs & 1u, tn = bml_next_tile(ct, nt);
+    uint4 w[4];
+#pragma unroll
+    for (uint i = 0; i < m; i++) w[i] = wq[0][i];
+    BML_LNEXT_BEFORE(hf ^ 1u);
+#pragma unroll
+    for (uint a = 0; a + 1u < BML_LAHEAD; a++)
+#pragma unroll
+      for (uint i = 0; i < m; i++) wq[a][i] = wq[a + 1u][i], dq[a][i] = dq[a + 1u][i];
+    bml_refill(p, &pl, &f, wq[BML_LAHEAD - 1], dq[BML_LAHEAD - 1], cs + BML_LAHEAD < ns);
+    bml_lookups(lm, &pl, w, acc, live, hf, min(8u, nb - ct * 8u));
+    BML_DNEXT(hf ^ 1u, 0); /* the queue has moved: slot 0 is step cs + 1 */
+    BML_LEND();
+    BML_LNEXT_AFTER(hf ^ 1u);
+    BML_SRC_NEXT();
+    BML_CNEXT();
+  }
+#endif
+}
+
+__kernel __attribute__((reqd_work_group_size(8 * BML_LROWS, 1, 1)))
+void q1_0_mat_vec_l(__global const uint4 *restrict bits, __global const float *restrict d0,
+                    __global const char *restrict act_base, const uint act_off, const uint rows,
+                    const uint nb, __global float *restrict out_base, const uint out_off, const uint bits_off,
+                    const uint d0_off) {
+  __local float tab[BML_LHALVES * BML_LTAB] __attribute__((aligned(16))); /* [tile half][block][sub-block][lane][pattern, swizzled] */
+  __local float dtab[2 * 8 * BML_LROWS];     /* [tile half][block][row]: the scales d0 */
+  __local float jtab[8 * BML_LROWS];         /* [lane][row]: the lanes' sums of a group */
+  __local ulong ssh[BML_SSH_WORDS] __attribute__((aligned(16)));
+  const uint n = nb * 128u;
+  BML_ACTIVATION(act_base, act_off, n);
+  const bml_prod p = {bits, d0, q, d1, out_base + out_off, bits_off, d0_off, rows, nb};
+  const bml_lmem lm = {tab, dtab, jtab, ssh};
+  bml_lanes(&p, &lm, BML_LROWS, 1u, 1u, get_group_id(0), get_num_groups(0));
+}
+
+__kernel __attribute__((reqd_work_group_size(8 / BML_LRLPT * BML_LRROWS, 1, 1)))
+void q1_0_mat_vec_lr(__global const uint4 *restrict bits, __global const float *restrict d0,
+                     __global const char *restrict act_base, const uint act_off, const uint rows,
+                     const uint nb, __global float *restrict out_base, const uint out_off, const uint bits_off,
+                     const uint d0_off) {
+  __local float tab[BML_LHALVES * BML_LTAB] __attribute__((aligned(16)));
+  __local float dtab[2 * 8 * BML_LRROWS * BML_LRRPT];
+  __local float jtab[8 * BML_LRROWS * BML_LRRPT];
+  __local ulong ssh[BML_SSH_WORDS] __attribute__((aligned(16)));
+  const uint n = nb * 128u;
+  BML_ACTIVATION(act_base, act_off, n);
+  const bml_prod p = {bits, d0, q, d1, out_base + out_off, bits_off, d0_off, rows, nb};
+  const bml_lmem lm = {tab, dtab, jtab, ssh};
+  bml_lanes(&p, &lm, BML_LRROWS, BML_LRRPT, BML_LRLPT, get_group_id(0), get_num_groups(0));
+}
