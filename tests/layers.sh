@@ -8,6 +8,8 @@
 # card's submission (src/card/submit.c) makes each, checked.  OpenCL's names are macros over the
 # loader's table (src/devices/clload.h), so the source is read for them, and the objects for calls of
 # the table (bml__cl) or of an extension's entry point (bml__cl_extension).
+# And sizes: no source file of src/ or cl/ over 600 lines, none of the worker's (src/share) over 400,
+# no test file over 800.
 # TAP on standard output; usage: layers.sh [SRCDIR [BUILDDIR]]
 # (make check gives neither: BANKML_TOP_SRCDIR and BANKML_TOP_BUILDDIR).
 top_srcdir=${1:-${BANKML_TOP_SRCDIR:?run by make check, or give the source directory}}
@@ -15,7 +17,7 @@ top_builddir=${2:-${BANKML_TOP_BUILDDIR:-$top_srcdir}}
 LAYERS="base cpu devices card share cli"
 tmp=${TMPDIR:-/tmp}/bankml-cl-layers.$$
 trap 'rm -f "$tmp".*' EXIT
-echo 1..6
+echo 1..7
 
 rank() {
   r=0
@@ -101,6 +103,25 @@ test5() {
   fi
 }
 
+# 7: sizes, in lines: a file a newcomer reads whole
+test7() {
+  : >"$tmp.big"
+  for spec in "src/*/*.[ch] 600" "cl/*.cl 600" "src/share/*.[ch] 400" "tests/*.[ch] 800" "tests/fakeicd/*.c 800"; do
+    limit=${spec##* }
+    for f in $top_srcdir/${spec% *}; do
+      [ -f "$f" ] || continue
+      n=$(wc -l <"$f")
+      [ "$n" -gt "$limit" ] && echo "${f#"$top_srcdir"/}: $n lines, over $limit" >>"$tmp.big"
+    done
+  done
+  if [ -s "$tmp.big" ]; then
+    sed 's/^/# /' "$tmp.big"
+    echo "not ok 7 - no file over its size (src/, cl/ 600 lines; src/share 400; tests 800)"
+  else
+    echo "ok 7 - no file over its size (src/, cl/ 600 lines; src/share 400; tests 800)"
+  fi
+}
+
 # The calls between objects, once built (libtool's objects in .libs, the command's beside its sources):
 # "<from component> <to component>" for each function or variable one defines and another uses.
 : >"$tmp.sym"
@@ -122,6 +143,7 @@ if [ ! -s "$tmp.sym" ]; then
   echo "ok 4 # SKIP no objects built in $top_builddir/src"
   test5
   echo "ok 6 # SKIP no objects built in $top_builddir/src"
+  test7
   exit 0
 fi
 
@@ -157,3 +179,5 @@ if [ -s "$tmp.clsym" ]; then
 else
   echo "ok 6 - no object of src/share calls OpenCL ($(grep -c '^share/.* U ' "$tmp.sym") calls out)"
 fi
+
+test7
