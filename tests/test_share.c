@@ -452,10 +452,17 @@ static bool helpers_asleep(bml_pool *p) {
 
 static void empty_job(void *ctx, int tid, int nthreads) { (void)ctx, (void)tid, (void)nthreads; }
 /* The hook between a product's begin and its CPU rows: a job that wakes
- * the helpers, and a wait until none sleeps. */
+ * the helpers, and a wait until none sleeps.  A woken helper is awake for
+ * a millisecond (it yields, then sleeps again), which a caller descheduled
+ * on a busy host can miss: then another job wakes it again (a wait for
+ * none asleep alone could last for ever). */
 static void run_empty_job(void *ctx) {
-  bml__pool_run(ctx, empty_job, NULL);
-  while (bml__pool_asleep(ctx) > 0) sched_yield();
+  for (;;) {
+    bml__pool_run(ctx, empty_job, NULL);
+    const double t0 = bml__now();
+    while (bml__pool_asleep(ctx) > 0 && bml__now() - t0 < 5e-3) sched_yield();
+    if (bml__pool_asleep(ctx) == 0) return;
+  }
 }
 
 /* A CPU part after an idle gap waits for the pool's helpers to wake: the
