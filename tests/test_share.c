@@ -302,10 +302,7 @@ Test(share, each_shape_is_decided_by_its_timings) {
 static void learnt_shares(json_t *j, double *shape, double *kind) {
   json_t *shapes = json_object_get(j, "shapes"), *batches = json_object_get(j, "batches");
   cr_assert(json_is_array(shapes) && json_is_array(batches), "status has no shapes or batches");
-  *shape = *kind = -1;
-  for (size_t i = 0; i < json_array_size(shapes); i++)
-    if (json_integer_value(json_object_get(json_array_get(shapes, i), "rows")) == 1024)
-      *shape = json_real_value(json_object_get(json_array_get(shapes, i), "share"));
+  *shape = shape_field(j, 1024, "share");
   cr_assert_eq(json_array_size(batches), 1, "kinds of batches: %zu", json_array_size(batches));
   json_t *k = json_array_get(batches, 0);
   cr_expect_eq(json_integer_value(json_object_get(k, "products")), 8);
@@ -392,15 +389,6 @@ static bml_worker *learning_batch(batch *b, size_t count, size_t rows, size_t sp
   expect_batch(w, b);
   bml__worker_set_share_calibrated(w, 0.5);
   return w;
-}
-
-/* A number of the shape of `rows` rows in the status (-1: no such shape). */
-static double shape_field(json_t *j, long long rows, const char *key) {
-  json_t *shapes = json_object_get(j, "shapes");
-  for (size_t i = 0; i < json_array_size(shapes); i++)
-    if (json_integer_value(json_object_get(json_array_get(shapes, i), "rows")) == rows)
-      return json_real_value(json_object_get(json_array_get(shapes, i), key));
-  return -1;
 }
 
 /* While another thread drives the pool the worker computes the CPU's rows

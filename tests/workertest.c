@@ -159,6 +159,14 @@ double kind_field(json_t *j, long long products, long long rows, const char *key
 
 double kind_share(json_t *j, long long products, long long rows) { return kind_field(j, products, rows, "share"); }
 
+double shape_field(json_t *j, long long rows, const char *key) {
+  json_t *shapes = json_object_get(j, "shapes");
+  for (size_t i = 0; i < json_array_size(shapes); i++)
+    if (json_integer_value(json_object_get(json_array_get(shapes, i), "rows")) == rows)
+      return json_real_value(json_object_get(json_array_get(shapes, i), key));
+  return -1;
+}
+
 void make_layer(layer *l, size_t hidden, uint64_t seed) {
   const size_t rows[8] = {hidden, hidden / 4, hidden / 4, hidden, 3 * hidden, 3 * hidden, hidden, 2 * hidden + 1};
   const size_t n[8] = {hidden, hidden, hidden, hidden, hidden, hidden, 3 * hidden, hidden};

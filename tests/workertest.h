@@ -72,6 +72,8 @@ double cpu_rate(bml_worker *w);
 double kind_field(json_t *j, long long products, long long rows, const char *key);
 /* The share a kind of batch learnt (-1: no such kind). */
 double kind_share(json_t *j, long long products, long long rows);
+/* A number of the shape of `rows` rows in the status (-1: no such shape). */
+double shape_field(json_t *j, long long rows, const char *key);
 
 /* A layer of a model as one batch: Q, K, V (one activation), O, gate and up
  * (one activation), down (n = 3 * hidden), then a head. */
