@@ -103,13 +103,15 @@ test5() {
   fi
 }
 
-# 7: sizes, in lines: a file a newcomer reads whole
+# 7: sizes, in lines: a file a newcomer reads whole (generated files aside)
 test7() {
   : >"$tmp.big"
   for spec in "src/*/*.[ch] 600" "cl/*.cl 600" "src/share/*.[ch] 400" "tests/*.[ch] 800" "tests/fakeicd/*.c 800"; do
     limit=${spec##* }
     for f in $top_srcdir/${spec% *}; do
       [ -f "$f" ] || continue
+      # a generated file (an in-tree build's tests/fakeicd/stubs.c) is not read by hand
+      head -n 1 "$f" | grep -q 'generated .*do not edit' && continue
       n=$(wc -l <"$f")
       [ "$n" -gt "$limit" ] && echo "${f#"$top_srcdir"/}: $n lines, over $limit" >>"$tmp.big"
     done
