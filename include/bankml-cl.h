@@ -159,8 +159,10 @@ typedef struct bml_pool bml_pool;
  * may run on (its affinity: taskset, a container's cpuset; at most
  * BML_POOL_MAX_THREADS).  In a child of fork() a pool opened before the
  * fork is a pool of one thread (bml_pool_threads says 1), idle, with the
- * same bits.  Returns 0 and *out, or BML_EINVAL, BML_EENV, BML_ENOMEM,
- * BML_ETHREAD.  Close with bml_pool_close(). */
+ * same bits.  BANKML_POOL_WAIT_MS, where set, is its helpers' wait
+ * (bml_pool_set_wait; 0 to BML_POOL_MAX_WAIT_MS, anything else BML_EENV).
+ * Returns 0 and *out, or BML_EINVAL, BML_EENV, BML_ENOMEM, BML_ETHREAD.
+ * Close with bml_pool_close(). */
 BML_EXTERN int bml_pool_open(int threads, bml_pool **out);
 
 /* The number of threads of p (the caller included).  Cannot fail. */
@@ -170,6 +172,24 @@ BML_EXTERN int bml_pool_threads(const bml_pool *p);
  * BML_EBUSY when another thread is driving p. */
 BML_EXTERN int bml_pool_q1_0_mat_vec(bml_pool *p, const bml_block_q1_0 *w, size_t rows,
                                      size_t n, const bml_block_q8_0 *a, float *out);
+
+/* How long p's helper threads stay awake after a job before they sleep in
+ * the kernel: ms milliseconds, 0 to BML_POOL_MAX_WAIT_MS (more, or a NULL
+ * p, is BML_EINVAL).  The default is 1 ms, or BANKML_POOL_WAIT_MS where it
+ * was set when the pool opened.  Awake, a helper yields its CPU to any
+ * other thread that wants it but takes a CPU that nothing else wants: up to
+ * a whole CPU per helper for ms after each job.  A product that finds the
+ * helpers awake starts on every thread at once; one that finds them asleep
+ * waits for the kernel to wake them: tens of microseconds on a machine's
+ * own CPUs, but on a virtual machine whose idle CPUs are halted 140 us and
+ * more (doc/PERFORMANCE.md), so that after an idle gap a product of a few
+ * hundred microseconds runs on the calling thread alone.  An engine whose
+ * decode leaves the pool idle for up to a few hundred milliseconds between
+ * products (attention, sampling, the card's turn) and wants every product
+ * on every thread sets the wait above its gaps.  Takes effect from each
+ * helper's next wait.  The bits do not depend on it. */
+#define BML_POOL_MAX_WAIT_MS 10000
+BML_EXTERN int bml_pool_set_wait(bml_pool *p, unsigned ms);
 
 /* Stops and frees the pool.  NULL-safe. */
 BML_EXTERN void bml_pool_close(bml_pool *p);

@@ -58,6 +58,33 @@ Test(env, thread_count_unset_empty_good_junk_out_of_range) {
   unsetenv("BANKML_THREADS");
 }
 
+Test(env, pool_wait_unset_empty_good_junk_out_of_range) {
+  unsigned ms = 7;
+  unsetenv("BANKML_POOL_WAIT_MS");
+  cr_expect_eq(bml__env_pool_wait_ms(&ms), 0);
+  cr_expect_eq(ms, 7u, "unset leaves the default");
+  setenv("BANKML_POOL_WAIT_MS", "", 1);
+  cr_expect_eq(bml__env_pool_wait_ms(&ms), 0);
+  cr_expect_eq(ms, 7u, "empty leaves the default");
+  setenv("BANKML_POOL_WAIT_MS", "0", 1);
+  cr_expect_eq(bml__env_pool_wait_ms(&ms), 0);
+  cr_expect_eq(ms, 0u);
+  setenv("BANKML_POOL_WAIT_MS", "10000", 1);
+  cr_expect_eq(bml__env_pool_wait_ms(&ms), 0);
+  cr_expect_eq(ms, 10000u);
+  static const char *const bad[] = {"10001", "-1", "1.5", "one", " 5"};
+  for (size_t i = 0; i < BML_ARRAY_SIZE(bad); i++) {
+    setenv("BANKML_POOL_WAIT_MS", bad[i], 1);
+    cr_expect_eq(bml__env_pool_wait_ms(&ms), BML_EENV, "\"%s\" taken", bad[i]);
+    cr_expect_eq(ms, 10000u, "\"%s\" changed the value", bad[i]);
+  }
+  /* a pool refuses to open with it, as with a bad BANKML_THREADS */
+  bml_pool *p = (bml_pool *)&ms;
+  cr_expect_eq(bml_pool_open(2, &p), BML_EENV);
+  cr_expect_null(p);
+  unsetenv("BANKML_POOL_WAIT_MS");
+}
+
 /* BANKML_GPU_SHARE and BANKML_GPU_LIMIT clamp whatever number they are
  * given, infinities and overflows included; junk and NaN are errors. */
 Test(env, share_and_limit_clamp_any_number_and_refuse_the_rest) {
@@ -184,7 +211,7 @@ Test(env, the_check_names_every_bad_variable) {
   static const char *const bad[][2] = {
       {"BANKML_THREADS", "0"},        {"BANKML_GPU", "pci:zz"},      {"BANKML_GPU_SOFTWARE", "2"},
       {"BANKML_GPU_SHARE", "half"},   {"BANKML_GPU_LIMIT", "nan"},   {"BANKML_GPU_QUEUES", "0"},
-      {"BANKML_SYSFS_ROOT", "sys"},
+      {"BANKML_SYSFS_ROOT", "sys"},   {"BANKML_POOL_WAIT_MS", "1s"},
   };
   for (size_t i = 0; i < BML_ARRAY_SIZE(bad); i++) setenv(bad[i][0], bad[i][1], 1);
   logged.count = 0;

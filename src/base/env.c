@@ -80,6 +80,20 @@ int bml__env_threads(int *out) {
   return 0;
 }
 
+int bml__env_pool_wait_ms(unsigned *out) {
+  const char *v = env_value("BANKML_POOL_WAIT_MS");
+  if (!v) return 0;
+  long n;
+  int rc = bml__parse_long(v, 0, BML_POOL_MAX_WAIT_MS, &n);
+  if (rc != 0) {
+    bml__error(BML_CAT_ENV, "BANKML_POOL_WAIT_MS=\"%s\": %s (expected a whole number of milliseconds, 0 to %d)", v,
+               rc == BML_ERANGE ? "out of range" : "not a number", BML_POOL_MAX_WAIT_MS);
+    return BML_EENV;
+  }
+  *out = (unsigned)n;
+  return 0;
+}
+
 int bml__env_gpu_queues(int *out) {
   const char *v = env_value("BANKML_GPU_QUEUES");
   if (!v) return 0;

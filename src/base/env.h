@@ -9,6 +9,7 @@
  * default), 0 with *out set for a good value, or BML_EENV for a bad one
  * (after logging an error that names the variable and the value). */
 int bml__env_threads(int *out);      /* BANKML_THREADS: 1..BML_POOL_MAX_THREADS */
+int bml__env_pool_wait_ms(unsigned *out); /* BANKML_POOL_WAIT_MS: 0..BML_POOL_MAX_WAIT_MS */
 int bml__env_cpu_path(const char **out); /* BANKML_CPU_PATH: a kernel name, validated by cpu.c */
 int bml__env_sysfs_root(const char **out); /* BANKML_SYSFS_ROOT: an absolute path (tests) */
 int bml__env_gpu(const char **out);  /* BANKML_GPU, unparsed (registry.c parses it) */

@@ -38,7 +38,8 @@
 
 /* How a thread waits (for the next job, or the caller for the helpers
  * still inside one): pauses for SPIN_SECONDS (products come back to back),
- * then sched_yield()s until YIELD_SECONDS have passed, so that a thread
+ * then sched_yield()s until its wait has passed (a helper's between jobs:
+ * bml_pool_set_wait, 1 ms unless set), so that a thread
  * sharing its CPU with the one it waits for lets that one run (on a CPU
  * of its own a yield returns at once), then sleeps in the kernel.  A blind
  * spin is what made the pool slower than one thread after an idle gap: a
@@ -48,9 +49,21 @@
  * a CPU that another process shares; no gain measured on the busy 2-vCPU
  * VM (three runs each, 2-thread medians 0.63-1.47x one thread's against
  * 0.56-1.45x), and a helper preempted inside a chunk makes the caller
- * wait. */
+ * wait.  Tried: a lazy wake, the caller waking sleeping helpers only once
+ * its progress showed the job outlasting their measured wake-up; on that
+ * VM a woken helper arrives when the caller is done (below), so it changed
+ * nothing measurable (2 threads after 10-200 ms gaps 0.91-1.24x one
+ * thread's median, against 0.90-1.22x without it).
+ *
+ * Why a helper that slept cannot help on such a VM: the guest's scheduler
+ * puts a woken thread on the waker's CPU when the other vCPU is halted
+ * (waking that one takes the host about 140 us: a futex wake of a thread
+ * pinned there, measured), so the helper waits for the caller's CPU.  A
+ * helper kept awake through the gap (bml_pool_set_wait) is already on its
+ * own CPU: there 2 threads take 0.53-0.57x one thread's median for
+ * 4096x4096 after 10-200 ms gaps (doc/PERFORMANCE.md). */
 #define SPIN_SECONDS 3e-6
-#define YIELD_SECONDS 1e-3 /* helpers, between jobs */
+#define WAIT_MS 1 /* helpers, between jobs: bml_pool_set_wait's default */
 #define CALLER_YIELD_SECONDS 100e-6 /* the caller, for helpers inside their last chunk */
 
 /* The job's state word: OPEN while threads may join; below it, the helper
@@ -157,7 +170,7 @@ static bool backoff_step(backoff *b) {
 /* Waits for a job after seen.  Returns the new sequence number; *slept
  * says whether the helper slept in the kernel. */
 static unsigned wait_for_job(struct bml_pool *p, unsigned seen, bool *slept) {
-  backoff b = {0, false, 0, YIELD_SECONDS};
+  backoff b = {0, false, 0, atomic_load_explicit(&p->wait_s, memory_order_relaxed)};
   *slept = false;
   for (;;) {
     unsigned s = atomic_load_explicit(&p->seq, memory_order_acquire);
@@ -365,9 +378,13 @@ int bml_pool_open(int threads, bml_pool **out) {
     bml__error(BML_CAT_POOL, "a pool of %d threads asked for: at most %d", n, BML_POOL_MAX_THREADS);
     return BML_EINVAL;
   }
+  unsigned wait_ms = WAIT_MS;
+  rc = bml__env_pool_wait_ms(&wait_ms);
+  if (rc != 0) return rc;
   struct bml_pool *p = calloc(1, sizeof *p);
   if (!p) return BML_ENOMEM;
   p->nthreads = n;
+  atomic_store(&p->wait_s, wait_ms * 1e-3);
   atomic_flag_clear(&p->driving);
   p->threads = calloc((size_t)n, sizeof *p->threads);
   if (!p->threads) {
@@ -396,6 +413,12 @@ void bml_pool_close(bml_pool *p) {
 }
 
 int bml_pool_threads(const bml_pool *p) { return p ? p->nthreads : 0; }
+
+int bml_pool_set_wait(bml_pool *p, unsigned ms) {
+  if (!p || ms > BML_POOL_MAX_WAIT_MS) return BML_EINVAL;
+  atomic_store(&p->wait_s, ms * 1e-3);
+  return 0;
+}
 
 unsigned long bml__pool_runs(bml_pool *p) { return atomic_load_explicit(&p->runs, memory_order_relaxed); }
 

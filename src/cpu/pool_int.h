@@ -42,6 +42,7 @@ struct bml_pool {
   _Atomic double wake[WAKE_SAMPLES]; /* the last wake-up costs, a ring */
   atomic_uint wakes;                 /* samples ever taken */
   atomic_ulong runs;   /* jobs run on every thread (bml__pool_runs) */
+  _Atomic double wait_s; /* a helper's wait between jobs before it sleeps (bml_pool_set_wait) */
   void *scratch;       /* activation scratch of the mat-vec jobs */
   size_t scratch_size;
   bml__fork_watch watch;

@@ -531,12 +531,14 @@ const char *bml_device_kind_name(bml_device_kind kind) {
 /* Every variable of the library, each parsed (BANKML_GPU here, the others in base/env.c). */
 int bml_env_check(void) {
   int threads, queues;
+  unsigned wait_ms;
   bool software;
   double share, limit;
   const char *gpu = NULL, *root = NULL;
   bml__gpu_choice choice;
   /* each one, so that every bad variable is named, not only the first */
   int rc = bml__env_threads(&threads);
+  if (bml__env_pool_wait_ms(&wait_ms) != 0) rc = BML_EENV;
   if (bml__env_gpu(&gpu) == 0 && bml__gpu_choice_parse("BANKML_GPU", gpu, &choice) != 0) rc = BML_EENV;
   if (bml__env_gpu_software(&software) != 0) rc = BML_EENV;
   if (bml__env_gpu_share(&share) != 0) rc = BML_EENV;
