@@ -19,13 +19,14 @@ tmp=${TMPDIR:-/tmp}/bankml-cl-layers.$$
 trap 'rm -f "$tmp".*' EXIT
 echo 1..7
 
+# rank LAYER: its place in LAYERS (0: none) in $r, without a subshell (the loops below call it thousands of times)
 rank() {
   r=0
+  n=0
   for l in $LAYERS; do
-    r=$((r + 1))
-    [ "$l" = "$1" ] && echo $r && return
+    n=$((n + 1))
+    [ "$l" = "$1" ] && r=$n && return
   done
-  echo 0
 }
 
 # Every include of src/<layer>/*.[ch]: "<from component> <to component> <from layer> <to layer>"; a
@@ -54,8 +55,11 @@ done
 # 1: no include reaches up
 : >"$tmp.up"
 while read -r from to fl tl; do
-  [ "$(rank "$tl")" -gt "$(rank "$fl")" ] && echo "$from includes $to" >>"$tmp.up"
-  [ "$(rank "$tl")" -eq 0 ] && echo "$from includes $to, in no layer" >>"$tmp.up"
+  rank "$fl"
+  rf=$r
+  rank "$tl"
+  [ "$r" -gt "$rf" ] && echo "$from includes $to" >>"$tmp.up"
+  [ "$r" -eq 0 ] && echo "$from includes $to, in no layer" >>"$tmp.up"
 done <"$tmp.inc"
 if [ -s "$tmp.up" ]; then
   sed 's/^/# upward: /' "$tmp.up"
@@ -125,18 +129,26 @@ test7() {
 }
 
 # The calls between objects, once built (libtool's objects in .libs, the command's beside its sources):
-# "<from component> <to component>" for each function or variable one defines and another uses.
-: >"$tmp.sym"
+# "<from component> <to component>" for each function or variable one defines and another uses.  One
+# nm for every object (nm -A names each line's file): one nm an object took 9 s.
+: >"$tmp.objs"
 for layer in $LAYERS; do
   for o in "$top_builddir"/src/$layer/.libs/libbmlcore_la-*.o "$top_builddir"/src/$layer/bankml_cl-*.o; do
-    [ -f "$o" ] || continue
-    name=${o##*/}
-    name=${name#libbmlcore_la-}
-    name=${name#bankml_cl-}
-    comp=$layer/${name%.o}
-    nm "$o" 2>/dev/null | awk -v c="$comp" '$1 == "U" { print c, "U", $2 } $2 ~ /^[TDBRC]$/ { print c, "D", $3 }'
+    [ -f "$o" ] && echo "$o" >>"$tmp.objs"
   done
-done >"$tmp.sym"
+done
+: >"$tmp.sym"
+if [ -s "$tmp.objs" ]; then
+  # shellcheck disable=SC2046 # the objects' paths: no spaces in a build directory libtool accepts
+  nm -A $(cat "$tmp.objs") 2>/dev/null | awk '{
+    i = index($0, ":"); file = substr($0, 1, i - 1); n = split(substr($0, i + 1), f, " ")
+    k = split(file, part, "/"); name = part[k]; layer = part[k - 1] == ".libs" ? part[k - 2] : part[k - 1]
+    sub(/^libbmlcore_la-/, "", name); sub(/^bankml_cl-/, "", name); sub(/\.o$/, "", name)
+    c = layer "/" name
+    if (n == 2 && f[1] == "U") print c, "U", f[2]
+    else if (n == 3 && f[2] ~ /^[TDBRC]$/) print c, "D", f[3]
+  }' >"$tmp.sym"
+fi
 awk '$2 == "D" && !($3 in def) { def[$3] = $1 } $2 == "U" { use[NR] = $1 " " $3 }
      END { for (i in use) { split(use[i], u, " "); if ((u[2] in def) && def[u[2]] != u[1]) print u[1], def[u[2]], u[2] } }' \
   "$tmp.sym" | sort -u >"$tmp.call"
@@ -152,7 +164,10 @@ fi
 # 3: no call reaches up
 : >"$tmp.up"
 while read -r from to sym; do
-  [ "$(rank "${to%%/*}")" -gt "$(rank "${from%%/*}")" ] && echo "$from calls $to ($sym)" >>"$tmp.up"
+  rank "${from%%/*}"
+  rf=$r
+  rank "${to%%/*}"
+  [ "$r" -gt "$rf" ] && echo "$from calls $to ($sym)" >>"$tmp.up"
 done <"$tmp.call"
 if [ -s "$tmp.up" ]; then
   sed 's/^/# upward: /' "$tmp.up"
