@@ -66,46 +66,41 @@ static const char *env_value(const char *name) {
   return v;
 }
 
-int bml__env_threads(int *out) {
-  const char *v = env_value("BANKML_THREADS");
+/* A whole number of `unit` from lo to hi in variable name; unset or empty
+ * leaves *out; anything else is an error naming it. */
+static int env_whole(const char *name, long lo, long hi, const char *unit, long *out) {
+  const char *v = env_value(name);
   if (!v) return 0;
   long n;
-  int rc = bml__parse_long(v, 1, BML_POOL_MAX_THREADS, &n);
+  int rc = bml__parse_long(v, lo, hi, &n);
   if (rc != 0) {
-    bml__error(BML_CAT_ENV, "BANKML_THREADS=\"%s\": %s (expected a whole number of threads, 1 to %d)", v,
-               rc == BML_ERANGE ? "out of range" : "not a number", BML_POOL_MAX_THREADS);
+    bml__error(BML_CAT_ENV, "%s=\"%s\": %s (expected a whole number of %s, %ld to %ld)", name, v,
+               rc == BML_ERANGE ? "out of range" : "not a number", unit, lo, hi);
     return BML_EENV;
   }
-  *out = (int)n;
+  *out = n;
   return 0;
+}
+
+int bml__env_threads(int *out) {
+  long n = *out;
+  int rc = env_whole("BANKML_THREADS", 1, BML_POOL_MAX_THREADS, "threads", &n);
+  *out = (int)n;
+  return rc;
 }
 
 int bml__env_pool_wait_ms(unsigned *out) {
-  const char *v = env_value("BANKML_POOL_WAIT_MS");
-  if (!v) return 0;
-  long n;
-  int rc = bml__parse_long(v, 0, BML_POOL_MAX_WAIT_MS, &n);
-  if (rc != 0) {
-    bml__error(BML_CAT_ENV, "BANKML_POOL_WAIT_MS=\"%s\": %s (expected a whole number of milliseconds, 0 to %d)", v,
-               rc == BML_ERANGE ? "out of range" : "not a number", BML_POOL_MAX_WAIT_MS);
-    return BML_EENV;
-  }
+  long n = *out;
+  int rc = env_whole("BANKML_POOL_WAIT_MS", 0, BML_POOL_MAX_WAIT_MS, "milliseconds", &n);
   *out = (unsigned)n;
-  return 0;
+  return rc;
 }
 
 int bml__env_gpu_queues(int *out) {
-  const char *v = env_value("BANKML_GPU_QUEUES");
-  if (!v) return 0;
-  long n;
-  int rc = bml__parse_long(v, 1, BML_MAX_QUEUES, &n);
-  if (rc != 0) {
-    bml__error(BML_CAT_ENV, "BANKML_GPU_QUEUES=\"%s\": %s (expected a whole number of queues, 1 to %d)", v,
-               rc == BML_ERANGE ? "out of range" : "not a number", BML_MAX_QUEUES);
-    return BML_EENV;
-  }
+  long n = *out;
+  int rc = env_whole("BANKML_GPU_QUEUES", 1, BML_MAX_QUEUES, "queues", &n);
   *out = (int)n;
-  return 0;
+  return rc;
 }
 
 int bml__env_cpu_path(const char **out) {

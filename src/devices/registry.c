@@ -530,8 +530,8 @@ const char *bml_device_kind_name(bml_device_kind kind) {
 
 /* Every variable of the library, each parsed (BANKML_GPU here, the others in base/env.c). */
 int bml_env_check(void) {
-  int threads, queues;
-  unsigned wait_ms;
+  int threads = 0, queues = 0;
+  unsigned wait_ms = 0;
   bool software;
   double share, limit;
   const char *gpu = NULL, *root = NULL;
