@@ -12,7 +12,7 @@
 #include "runcli.h"
 
 /* A thread count from the environment must not steer the runs below. */
-static void clean_environment(void) { unsetenv("BANKML_THREADS"); }
+static void clean_environment(void) { unsetenv("BANKML_THREADS"), unsetenv("BANKML_POOL_WAIT_MS"); }
 
 /* The worker's open verifies the card in full when nothing is remembered:
  * the suite's timeout is raised (as test_cli's). */
@@ -52,6 +52,7 @@ Test(bench, bench_quick_json_reports_every_measurement_exact) {
             "cpu_path %s", path);
   cr_expect_geq(integer_of(root, "threads_available"), 1);
   cr_expect_eq(integer_of(root, "runs"), 5);
+  cr_expect(json_is_null(json_object_get(root, "pool_wait_ms")), "BANKML_POOL_WAIT_MS unset, yet a wait is named");
   json_t *results = json_object_get(root, "results");
   cr_assert(json_is_array(results));
   cr_assert_eq(json_array_size(results), 4, "1 shape x 2 thread counts x warm and flushed");
@@ -61,6 +62,30 @@ Test(bench, bench_quick_json_reports_every_measurement_exact) {
             "a (threads, cache) row is missing");
   json_decref(root);
   run_free(&r);
+}
+
+/* The pools' wait, where BANKML_POOL_WAIT_MS sets it, is in the header
+ * and the JSON: gap figures depend on it; a bad value stops the bench,
+ * naming the variable. */
+Test(bench, bench_names_the_pools_wait_from_the_environment) {
+  setenv("BANKML_POOL_WAIT_MS", "40", 1);
+  struct run t = RUN("bench", "--cpu", "--shape", "128x256", "--threads", "2", "--runs", "3", "--gap", "0");
+  struct run j = RUN("bench", "--cpu", "--json", "--shape", "128x256", "--threads", "2", "--runs", "3");
+  setenv("BANKML_POOL_WAIT_MS", "forty", 1);
+  struct run bad = RUN("bench", "--cpu", "--shape", "128x256", "--threads", "2", "--runs", "3");
+  unsetenv("BANKML_POOL_WAIT_MS");
+  cr_assert_eq(t.status, 0, "exit status %d, stderr: %s", t.status, t.err);
+  cr_expect(strstr(t.out, "\npool helpers awake 40 ms after a product (BANKML_POOL_WAIT_MS; default 1)\n") != NULL,
+            "no wait in the header:\n%s", t.out);
+  cr_assert_eq(j.status, 0, "exit status %d, stderr: %s", j.status, j.err);
+  json_error_t e;
+  json_t *root = json_loads(j.out, 0, &e);
+  cr_assert_not_null(root, "not JSON (%s at line %d): %s", e.text, e.line, j.out);
+  cr_expect_eq(integer_of(root, "pool_wait_ms"), 40);
+  json_decref(root);
+  cr_expect_neq(bad.status, 0, "a bad BANKML_POOL_WAIT_MS was taken: %s", bad.out);
+  cr_expect(strstr(bad.err, "BANKML_POOL_WAIT_MS=\"forty\"") != NULL, "the error does not name it: %s", bad.err);
+  run_free(&t), run_free(&j), run_free(&bad);
 }
 
 Test(bench, bench_text_is_a_header_and_one_line_per_measurement) {

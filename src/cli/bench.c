@@ -399,6 +399,11 @@ static void start_report(const struct bench_args *args, struct bench_report *rep
   rep->threads_available = cpus > 0 && cpus < INT_MAX ? (int)cpus : 1;
   rep->runs = args->cfg.runs;
   rep->warmup = args->cfg.warmup;
+  /* the library refuses a bad value when a pool opens, and the bench with it */
+  const char *wait = getenv("BANKML_POOL_WAIT_MS");
+  char *end = NULL;
+  rep->pool_wait_ms = wait && *wait ? strtol(wait, &end, 10) : -1;
+  if (end && *end) rep->pool_wait_ms = -1;
   rep->started = time(NULL);
 }
 

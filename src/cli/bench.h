@@ -101,6 +101,7 @@ struct bench_report {
   double open_seconds;   /* the first worker's bml_worker_open (the status's open.seconds); 0: none */
   char open_verdict[16]; /* its verdict: "verified" (the oracle ran) or "remembered" (the cache's) */
   long runs, warmup;
+  long pool_wait_ms; /* BANKML_POOL_WAIT_MS where set (the pools' helpers' wait); -1: unset, the default */
   time_t started;
   struct bench_row *rows;
   size_t nrows, cap;

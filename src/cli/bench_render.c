@@ -55,6 +55,8 @@ static void text_header(const struct bench_report *rep, FILE *f) {
           "after %ld warm-up%s%s\n",
           bml_version_string(), rep->modes, date, rep->cpu_path, rep->threads_available, rep->runs,
           rep->warmup, flushed ? ", caches flushed by " : "", flushed ? rep->flush : "");
+  if (rep->pool_wait_ms >= 0)
+    fprintf(f, "pool helpers awake %ld ms after a product (BANKML_POOL_WAIT_MS; default 1)\n", rep->pool_wait_ms);
   if (rep->device[0]) fprintf(f, "device: %s\n", CLI_PRINTABLE(rep->device));
   if (rep->open_verdict[0])
     fprintf(f, "worker opened in %.3f s (verdict %s)\n", rep->open_seconds, rep->open_verdict);
@@ -308,11 +310,12 @@ static json_t *json_report(const struct bench_report *rep) {
   json_t *memory = rep->card_memory > 0 ? json_integer((json_int_t)rep->card_memory) : json_null();
   json_t *open = rep->open_verdict[0] ? json_pack("{s:f, s:s}", "seconds", rep->open_seconds, "verdict", rep->open_verdict)
                                       : json_null();
-  return json_pack("{s:i, s:s, s:s, s:s, s:o, s:o, s:o, s:o, s:s, s:s, s:i, s:I, s:I, s:o}", "schema", 1,
+  json_t *wait = rep->pool_wait_ms >= 0 ? json_integer(rep->pool_wait_ms) : json_null();
+  return json_pack("{s:i, s:s, s:s, s:s, s:o, s:o, s:o, s:o, s:s, s:s, s:i, s:I, s:I, s:o, s:o}", "schema", 1,
                    "bankml_cl_version", bml_version_string(), "date", date, "mode", rep->modes,
                    "device", device, "card_read_gbps", read, "card_memory_bytes", memory, "worker_open", open, "cpu_path",
                    rep->cpu_path, "cache_flush", rep->flush, "threads_available", rep->threads_available, "runs",
-                   (json_int_t)rep->runs, "warmup", (json_int_t)rep->warmup, "results", results);
+                   (json_int_t)rep->runs, "warmup", (json_int_t)rep->warmup, "pool_wait_ms", wait, "results", results);
 }
 
 int bench_render_json(const struct bench_report *rep, FILE *f) {
