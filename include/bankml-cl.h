@@ -186,8 +186,8 @@ BML_EXTERN int bml_pool_q1_0_mat_vec(bml_pool *p, const bml_block_q1_0 *w, size_
  * hundred microseconds runs on the calling thread alone.  An engine whose
  * decode leaves the pool idle for up to a few hundred milliseconds between
  * products (attention, sampling, the card's turn) and wants every product
- * on every thread sets the wait above its gaps.  Takes effect from each
- * helper's next wait.  The bits do not depend on it. */
+ * on every thread sets the wait above its gaps.  Takes effect at once,
+ * for helpers already waiting too.  The bits do not depend on it. */
 #define BML_POOL_MAX_WAIT_MS 10000
 BML_EXTERN int bml_pool_set_wait(bml_pool *p, unsigned ms);
 

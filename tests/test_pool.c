@@ -726,9 +726,9 @@ Test(pool, the_wake_cost_is_a_sleeping_helpers_delay_into_a_job, .timeout = 60) 
 }
 
 /* bml_pool_set_wait: after a job a helper stays awake (yielding) for the
- * wait, then sleeps in the kernel; the change takes effect from its next
- * wait; the bits are the single thread's whatever the wait; a NULL pool
- * and a wait past BML_POOL_MAX_WAIT_MS are refused. */
+ * wait, then sleeps in the kernel; a change counts at once, for a helper
+ * already waiting too; the bits are the single thread's whatever the
+ * wait; a NULL pool and a wait past BML_POOL_MAX_WAIT_MS are refused. */
 Test(pool, the_helpers_stay_awake_for_their_wait_then_sleep, .timeout = 60) {
   cr_expect_eq(bml_pool_set_wait(NULL, 1), BML_EINVAL);
   bml_pool *p = NULL;
@@ -737,18 +737,18 @@ Test(pool, the_helpers_stay_awake_for_their_wait_then_sleep, .timeout = 60) {
   cr_expect_eq(bml_pool_set_wait(p, BML_POOL_MAX_WAIT_MS), 0);
   cr_assert(helpers_asleep(p, 1), "with the default wait the idle helper is not asleep after 10 s");
   product x = make_product(300, 1024, 41);
-  cr_assert_eq(bml_pool_set_wait(p, 500), 0);
+  cr_assert_eq(bml_pool_set_wait(p, 5000), 0);
   parts_seen t = {.wait_for = 1}; /* a job the helper itself takes part in: it waits anew after it */
   bml__pool_run(p, record_part, &t);
   cr_assert(atomic_load(&t.times[1]) == 1 && !pthread_equal(t.thread[1], pthread_self()),
             "the helper did not come within 10 s");
   products_of_every_length(p, &x, 300, 1024, 8, 20000); /* gaps of 20 ms */
   usleep(200000);
-  cr_expect_eq(bml__pool_asleep(p), 0, "the helper slept within 200 ms of a job, with a wait of 500 ms");
-  cr_assert_eq(bml_pool_set_wait(p, 0), 0);
-  parts_seen u = {.wait_for = 1};
-  bml__pool_run(p, record_part, &u);
-  cr_assert(helpers_asleep(p, 1), "with a wait of 0 the idle helper is not asleep after 10 s");
+  cr_expect_eq(bml__pool_asleep(p), 0, "the helper slept within 200 ms of a job, with a wait of 5 s");
+  cr_assert_eq(bml_pool_set_wait(p, 0), 0); /* the helper is waiting, for 5 s: it sleeps at once */
+  const double t0 = bml__now();
+  while (bml__pool_asleep(p) == 0 && bml__now() - t0 < 2) sched_yield();
+  cr_expect_eq(bml__pool_asleep(p), 1, "a waiting helper not asleep 2 s after its wait became 0 (it had 5 s)");
   products_of_every_length(p, &x, 300, 1024, 8, 2000);
   bml_pool_close(p);
   free_product(&x);

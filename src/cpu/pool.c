@@ -170,11 +170,12 @@ static bool backoff_step(backoff *b) {
 /* Waits for a job after seen.  Returns the new sequence number; *slept
  * says whether the helper slept in the kernel. */
 static unsigned wait_for_job(struct bml_pool *p, unsigned seen, bool *slept) {
-  backoff b = {0, false, 0, atomic_load_explicit(&p->wait_s, memory_order_relaxed)};
+  backoff b = {0, false, 0, 0};
   *slept = false;
   for (;;) {
     unsigned s = atomic_load_explicit(&p->seq, memory_order_acquire);
     if (s != seen) return s;
+    b.yield_s = atomic_load_explicit(&p->wait_s, memory_order_relaxed); /* a new wait counts at once */
     if (!backoff_step(&b)) continue;
     atomic_fetch_add(&p->asleep, 1); /* then seq: the caller bumps seq, then reads asleep */
     if (atomic_load(&p->seq) == seen) word_wait(p, &p->seq, seen), *slept = true;
