@@ -443,8 +443,9 @@ BML_EXTERN int bml_worker_open(bml_pool *pool, bml_worker **out);
 BML_EXTERN int bml_worker_check_env(void);
 
 /* Checks every variable libbankml-cl refuses a bad value of, without
- * opening anything: BANKML_THREADS, BANKML_GPU (its form: an index past
- * the list or an address no device has is known only to discovery),
+ * opening anything: BANKML_THREADS, BANKML_POOL_WAIT_MS, BANKML_GPU (its
+ * form: an index past the list or an address no device has is known only
+ * to discovery),
  * BANKML_GPU_SOFTWARE, BANKML_GPU_SHARE, BANKML_GPU_LIMIT,
  * BANKML_GPU_QUEUES and BANKML_SYSFS_ROOT.  Returns 0 or BML_EENV (each bad
  * one named in a message). */
