@@ -53,7 +53,9 @@
  * its progress showed the job outlasting their measured wake-up; on that
  * VM a woken helper arrives when the caller is done (below), so it changed
  * nothing measurable (2 threads after 10-200 ms gaps 0.91-1.24x one
- * thread's median, against 0.90-1.22x without it).
+ * thread's median, against 0.90-1.22x without it).  Tried: helpers napping
+ * 20-100 us between polls of seq instead of sleeping on it: there a nap
+ * ends up to 4 ms late.
  *
  * Why a helper that slept cannot help on such a VM: the guest's scheduler
  * puts a woken thread on the waker's CPU when the other vCPU is halted
