@@ -181,9 +181,9 @@ BML_EXTERN int bml_pool_q1_0_mat_vec(bml_pool *p, const bml_block_q1_0 *w, size_
  * a whole CPU per helper for ms after each job.  A product that finds the
  * helpers awake starts on every thread at once; one that finds them asleep
  * waits for the kernel to wake them: tens of microseconds on a machine's
- * own CPUs, but on a virtual machine whose idle CPUs are halted 140 us and
- * more (doc/PERFORMANCE.md), so that after an idle gap a product of a few
- * hundred microseconds runs on the calling thread alone.  An engine whose
+ * own CPUs, 140 us and more on a virtual machine whose idle CPUs are
+ * halted (doc/PERFORMANCE.md), so that there, after an idle gap, a product
+ * of a few hundred microseconds runs on the calling thread alone.  An engine whose
  * decode leaves the pool idle for up to a few hundred milliseconds between
  * products (attention, sampling, the card's turn) and wants every product
  * on every thread sets the wait above its gaps.  Takes effect at once,
@@ -445,8 +445,7 @@ BML_EXTERN int bml_worker_check_env(void);
 /* Checks every variable libbankml-cl refuses a bad value of, without
  * opening anything: BANKML_THREADS, BANKML_POOL_WAIT_MS, BANKML_GPU (its
  * form: an index past the list or an address no device has is known only
- * to discovery),
- * BANKML_GPU_SOFTWARE, BANKML_GPU_SHARE, BANKML_GPU_LIMIT,
+ * to discovery), BANKML_GPU_SOFTWARE, BANKML_GPU_SHARE, BANKML_GPU_LIMIT,
  * BANKML_GPU_QUEUES and BANKML_SYSFS_ROOT.  Returns 0 or BML_EENV (each bad
  * one named in a message). */
 BML_EXTERN int bml_env_check(void);
