@@ -55,7 +55,10 @@
  * nothing measurable (2 threads after 10-200 ms gaps 0.91-1.24x one
  * thread's median, against 0.90-1.22x without it).  Tried: helpers napping
  * 20-100 us between polls of seq instead of sleeping on it: there a nap
- * ends up to 4 ms late.
+ * ends up to 4 ms late.  Tried: a helper woken on the caller's CPU moving
+ * off it (sched_setaffinity), the caller yielding once for it: 0.79x one
+ * thread after 40 ms gaps for 4096x4096, but 1.1-1.2x after 10 and 200 ms,
+ * and 1.5-1.75x for 2048x2048.
  *
  * Why a helper that slept cannot help on such a VM: the guest's scheduler
  * puts a woken thread on the waker's CPU when the other vCPU is halted
