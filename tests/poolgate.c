@@ -1,10 +1,11 @@
-/* poolgate.c -- a thread that drives a pool and holds it until released. */
+/* poolgate.c -- pool test helpers: a thread that drives a pool and holds it until released; a wait for sleep. */
 #include "poolgate.h"
 #include "cpu/pool.h"
 
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 struct pool_gate {
   pthread_mutex_t mu;
@@ -60,4 +61,9 @@ void pool_gate_release(pool_gate *g) {
   pthread_cond_destroy(&g->cv);
   pthread_mutex_destroy(&g->mu);
   free(g);
+}
+
+bool pool_helpers_asleep(bml_pool *p, int want, int ms) {
+  for (int i = 0; i < ms && bml__pool_asleep(p) != want; i++) usleep(1000);
+  return bml__pool_asleep(p) == want;
 }

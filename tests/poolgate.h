@@ -1,8 +1,11 @@
-/* poolgate.h -- a thread that drives a pool and holds it, for the tests of what another thread's calls do meanwhile. */
+/* poolgate.h -- pool test helpers: a thread that drives a pool and holds it, for the tests of what
+ * another thread's calls do meanwhile, and a wait for its helpers to sleep. */
 #ifndef BML_TEST_POOLGATE_H
 #define BML_TEST_POOLGATE_H
 
 #include "base/bml.h"
+
+#include <stdbool.h>
 
 typedef struct pool_gate pool_gate;
 
@@ -11,5 +14,9 @@ typedef struct pool_gate pool_gate;
 pool_gate *pool_gate_hold(bml_pool *p);
 /* Lets the pool go, joins the thread and frees the gate (NULL: nothing). */
 void pool_gate_release(pool_gate *g);
+
+/* Waits up to ms naps of a millisecond for `want` of p's helpers to be
+ * asleep in the kernel; whether they are. */
+bool pool_helpers_asleep(bml_pool *p, int want, int ms);
 
 #endif

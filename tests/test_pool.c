@@ -688,14 +688,8 @@ Test(pool, more_threads_than_cpus_give_the_bits_after_idle_gaps) {
   free_product(&x);
 }
 
-/* Waits up to ms naps of a millisecond for `want` of the pool's helpers to be asleep in the kernel. */
-static bool helpers_asleep_within(bml_pool *p, int want, int ms) {
-  for (int i = 0; i < ms && bml__pool_asleep(p) != want; i++) usleep(1000);
-  return bml__pool_asleep(p) == want;
-}
-
-/* ...up to 10 s. */
-static bool helpers_asleep(bml_pool *p, int want) { return helpers_asleep_within(p, want, 10000); }
+/* Whether `want` of the pool's helpers are asleep in the kernel within 10 s. */
+static bool helpers_asleep(bml_pool *p, int want) { return pool_helpers_asleep(p, want, 10000); }
 
 /* The wake-up cost: none before a helper has slept and been woken (and none
  * for one thread); then the median of the delays from a job's start to a
@@ -748,7 +742,7 @@ Test(pool, the_helpers_stay_awake_for_their_wait_then_sleep, .timeout = 60) {
   usleep(200000);
   cr_expect_eq(bml__pool_asleep(p), 0, "the helper slept within 200 ms of a job, with a wait of 10 s");
   cr_assert_eq(bml_pool_set_wait(p, 0), 0); /* the helper is waiting, for 10 s: it sleeps at once */
-  cr_expect(helpers_asleep_within(p, 1, 2000), "a waiting helper not asleep 2 s after its wait became 0 (it had 10 s)");
+  cr_expect(pool_helpers_asleep(p, 1, 2000), "a waiting helper not asleep 2 s after its wait became 0 (it had 10 s)");
   products_of_every_length(p, &x, 300, 1024, 8, 2000);
   bml_pool_close(p);
   free_product(&x);

@@ -433,10 +433,7 @@ Test(share, rows_computed_alone_while_another_thread_drives_the_pool_teach_nothi
 }
 
 /* The helpers of a pool asleep in the kernel (after about 1 ms idle), within 10 s. */
-static bool helpers_asleep(bml_pool *p) {
-  for (int i = 0; i < 10000 && bml__pool_asleep(p) != bml_pool_threads(p) - 1; i++) usleep(1000);
-  return bml__pool_asleep(p) == bml_pool_threads(p) - 1;
-}
+static bool helpers_asleep(bml_pool *p) { return pool_helpers_asleep(p, bml_pool_threads(p) - 1, 10000); }
 
 static void empty_job(void *ctx, int tid, int nthreads) { (void)ctx, (void)tid, (void)nthreads; }
 /* The hook between a product's begin and its CPU rows: a job that wakes
