@@ -54,7 +54,7 @@
  * OpenCL C default here, with the same bits:
  *   BML_FMA(a, b, c)         the device's fma (default fma)
  *   BML_BYTE_PERMUTE         with bml_byte_into(y, h, m), byte m of y into the low byte of h:
- *                            the table kernels' full tiles looked up a word at a time (BML_LWORD)
+ *                            the table kernels' full tiles looked up a word at a time (bml_lword)
  *   BML_BULK_COPY            with bml_bulk_init, bml_bulk_start, bml_bulk_copy and bml_bulk_wait:
  *                            the table's sources copied into local memory by a copy engine
  *                            (bml_src_issue)

@@ -7,53 +7,32 @@ static inline uint bml_next_tile(const uint t, const uint nt) { return t + 1u ==
 /* A step's lookups for the work-item's rows and lanes (lanes l0 + u, u <
  * lpt; row slice rr of lr, rpt rows of gr a work-group), from their words
  * w[i * lpt + u], into acc[i * lpt + u]: the step's tile has kb blocks of
- * the row's, its table and scales are in half hf.  A work-item of one lane reads each
- * scale d0 where it is used; one of two lanes reads a row's eight once for
- * both.  full (a constant where this is inlined): the tile is full and
- * every row live, and the rows' lookups are one run of code. */
+ * the row's, its table and scales are in half hf.  A row's eight scales d0
+ * are read once for its lanes.  full (a constant where this is inlined):
+ * the tile is full and every row live, and the rows' lookups are one run
+ * of code. */
 static BML_INLINE void bml_lookups_rows(const bml_lmem *lm, const bml_place *pl, const uint4 *w, float *acc,
                                         const bool *live, const uint hf, const uint kb, const bool full) {
-  __local const float *tab = lm->tab, *dtab = lm->dtab;
-  const uint l0 = pl->l0, gr = pl->gr, rpt = pl->rpt, lpt = pl->lpt;
-  const uint par = hf * (BML_LHALVES - 1u); /* the table's half */
-  const uint c0 = bml_lc(par, 0, l0), c1 = bml_lc(par, 1, l0), c2 = bml_lc(par, 2, l0), c3 = bml_lc(par, 3, l0);
-  BML_LBYTES(c0, c1, c2, c3);
+  const uint gr = pl->gr, rpt = pl->rpt, lpt = pl->lpt;
+  bml_lkey k;
+  bml_lkey_init(&k, hf * (BML_LHALVES - 1u), pl->l0); /* the table's half */
 #pragma unroll
   for (uint i = 0; i < rpt; i++) {
     if (!full && !live[i]) continue;
-    __local const float *dt = dtab + bml_d0_float(pl, hf, 0u, i);
-    float dz[8];
+    float8 d;
     if (BML_D0_HALF2(lpt)) {
-#pragma unroll
-      for (uint m = 0; m < 4u; m++) {
-        const float2 v = vload_half2(bml_d0_word(pl, hf, m, i), (__local const half *)dtab);
-        dz[2u * m] = v.x, dz[2u * m + 1u] = v.y;
-      }
-    } else if (lpt > 1u) {
-#pragma unroll
-      for (uint j = 0; j < 8u; j++) dz[j] = dt[j * gr];
+      const __local half *dh = (__local const half *)lm->dtab;
+      d = (float8)(vload_half2(bml_d0_word(pl, hf, 0u, i), dh), vload_half2(bml_d0_word(pl, hf, 1u, i), dh),
+                   vload_half2(bml_d0_word(pl, hf, 2u, i), dh), vload_half2(bml_d0_word(pl, hf, 3u, i), dh));
+    } else {
+      __local const float *dt = lm->dtab + bml_d0_float(pl, hf, 0u, i);
+      d = (float8)(dt[0], dt[gr], dt[2u * gr], dt[3u * gr], dt[4u * gr], dt[5u * gr], dt[6u * gr], dt[7u * gr]);
     }
 #pragma unroll
     for (uint u = 0; u < lpt; u++) {
-      __local const float *tu = tab + 16u * u;
-      const uint4 x = w[i * lpt + u];
-      if (lpt == 1u) { /* the scales where they are used */
-        __local const float *dl = dt;
-        const uint gs = gr;
-        if (full) {
-          BML_LFULL(x, acc[i], dl);
-        } else {
-          BML_LTILE(x, acc[i]);
-        }
-      } else { /* the row's scales, read once for its lanes */
-        const float *dl = dz;
-        const uint gs = 1u;
-        if (full) {
-          BML_LFULL(x, acc[i * lpt + u], dl);
-        } else {
-          BML_LTILE(x, acc[i * lpt + u]);
-        }
-      }
+      __local const float *tu = lm->tab + 16u * u;
+      const uint a = i * lpt + u;
+      acc[a] = full ? bml_lfull(&k, tu, w[a], d, acc[a]) : bml_ltile(&k, tu, w[a], d, kb, acc[a]);
     }
   }
 }
@@ -132,103 +111,117 @@ static BML_INLINE void bml_refill(const bml_prod *p, const bml_place *pl, bml_fi
   }
 }
 
+/* Where a work-group's stream stands: ns steps in all (nt a group), the
+ * step computed (cs), its tile (ct), the tile of step cs + 2 (st: the next
+ * sources to load), and the first row of the step's group (crow); the
+ * work-group's next group is jump rows on. */
+typedef struct {
+  uint ns, nt, cs, ct, st, crow, jump;
+} bml_stream;
+
+/* Step k's table sources, from where the copy engine staged them
+ * (BML_BULK_COPY), into src; elsewhere they were loaded a step ago. */
+static BML_INLINE void bml_src_take_all(const bml_lmem *lm, const bml_place *pl, bml_lsrc *src, const uint k) {
+#if BML_SRC_STAGED
+  bml_src_wait(lm->ssh, k);
+  for (uint i = 0; i < pl->units; i++) bml_src_take(&src[i], lm->ssh, pl->lid + i * pl->wg, k);
+#endif
+}
+
+/* The sources of step cs + 3 issued to the copy engine (BML_BULK_COPY). */
+static BML_INLINE void bml_src_next(const bml_prod *p, const bml_lmem *lm, const bml_place *pl, const bml_stream *s) {
+#if BML_SRC_STAGED
+  if (pl->lid == 0u && s->cs + 3u < s->ns) bml_src_issue(lm->ssh, p, s->cs + 3u, s->nt);
+#endif
+}
+
 /* The next step's table (tile tn), from the sources loaded a step ago,
  * into half hn, and the sources of the step after it (tile st). */
-#define BML_LNEXT(hn)                                                                                    \
-  if (cs + 1u < ns) {                                                                                   \
-    const uint kb_ = min(8u, nb - tn * 8u);                                                              \
-    BML_SRC_TAKE(cs + 1u);                                                                               \
-    for (uint i = 0; i < units; i++)                                                                     \
-      if ((lid + i * wg) % 256u / 32u < kb_)                                                             \
-        bml_lbuild(tab + (hn) * (BML_LHALVES - 1u) * BML_LTAB, lid + i * wg, &src[i], unit);             \
-    if (!BML_SRC_STAGED && cs + 2u < ns)                                                                   \
-      for (uint i = 0; i < units; i++) bml_lsrc_load(&src[i], p, lid + i * wg, st);              \
+static BML_INLINE void bml_table_next(const bml_prod *p, const bml_lmem *lm, const bml_place *pl, const bml_stream *s,
+                                      bml_lsrc *src, const uint tn, const uint hn) {
+  if (s->cs + 1u >= s->ns) return;
+  const uint kb = min(8u, p->nb - tn * 8u);
+  bml_src_take_all(lm, pl, src, s->cs + 1u);
+  for (uint i = 0; i < pl->units; i++)
+    if ((pl->lid + i * pl->wg) % 256u / 32u < kb)
+      bml_lbuild(lm->tab + hn * (BML_LHALVES - 1u) * BML_LTAB, pl->lid + i * pl->wg, &src[i], pl->unit);
+  if (!BML_SRC_STAGED && s->cs + 2u < s->ns)
+    for (uint i = 0; i < pl->units; i++) bml_lsrc_load(&src[i], p, pl->lid + i * pl->wg, s->st);
+}
+
+/* The step's end, behind its barrier: after a group's last tile (the next
+ * step's tile tn is 0) its lanes meet in jtab and are joined in the
+ * reference order. */
+static BML_INLINE void bml_group_end(const bml_prod *p, const bml_lmem *lm, const bml_place *pl, const bml_stream *s,
+                                     float *acc, const uint tn) {
+  const bool last = tn == 0u;
+  if (last)
+    for (uint i = 0; i < pl->rpt; i++)
+      for (uint u = 0; u < pl->lpt; u++)
+        lm->jtab[(pl->l0 + u) * pl->gr + i * pl->lr + pl->rr] = acc[i * pl->lpt + u], acc[i * pl->lpt + u] = 0.0f;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  if (last) {
+    for (uint x = pl->lid; x < pl->gr; x += pl->wg) {
+      if (s->crow + x >= p->rows) continue;
+      float a[8];
+      for (uint i = 0; i < 8u; i++) a[i] = lm->jtab[i * pl->gr + x];
+      p->out[s->crow + x] = bml_reduce8(a);
+    }
   }
-#if BML_SRC_STAGED
-#define BML_SRC_TAKE(k)                                                                                  \
-  do {                                                                                                   \
-    BML_SRC_WAIT(k);                                                                                     \
-    for (uint i = 0; i < units; i++) bml_src_take(&src[i], ssh, lid + i * wg, (k));                      \
-  } while (0)
-#define BML_SRC_NEXT() if (lid == 0u && cs + 3u < ns) bml_src_issue(ssh, p, cs + 3u, nt)
-#else
-#define BML_SRC_TAKE(k) (void)0
-#define BML_SRC_NEXT() (void)0
-#endif
+  /* one tile a group: the next group's lanes meet in jtab at the next step */
+  if (BML_LHALVES == 2 && s->nt == 1u) barrier(CLK_LOCAL_MEM_FENCE);
+}
 
-/* The next step's scales (dq[slot]) into their half hn, at the end of the
- * step (its lookups and refill issued, before its barrier): they were
- * loaded a step before, so their loads have had a step to arrive.  (Stored
- * at the step's start, as they were before, a work-item waited there for
- * loads issued just before the barrier.) */
-#define BML_DNEXT(hn, slot)                                                                              \
-  if (cs + 1u < ns) bml_stage_d0(dtab, &pl, (hn), dq[slot])
-
-/* The step's end, behind its barrier: after a group's last tile its lanes
- * meet in jtab and are joined in the reference order. */
-#define BML_LEND()                                                                                       \
-  do {                                                                                                   \
-    const bool last_ = tn == 0u;                                                                         \
-    if (last_)                                                                                           \
-      for (uint i = 0; i < rpt; i++)                                                                    \
-        for (uint u = 0; u < lpt; u++)                                                                   \
-          jtab[(l0 + u) * gr + i * lr + rr] = acc[i * lpt + u], acc[i * lpt + u] = 0.0f;                 \
-    barrier(CLK_LOCAL_MEM_FENCE);                                                                        \
-    if (last_) {                                                                                         \
-      for (uint x = lid; x < gr; x += wg) {                                                              \
-        if (crow + x >= rows) continue;                                                                  \
-        float a_[8];                                                                                     \
-        for (uint i = 0; i < 8u; i++) a_[i] = jtab[i * gr + x];                                          \
-        out[crow + x] = bml_reduce8(a_);                                                                 \
-      }                                                                                                  \
-    }                                                                                                    \
-    /* one tile a group: the next group's lanes meet in jtab at the next step */                        \
-    if (BML_LHALVES == 2 && nt == 1u) barrier(CLK_LOCAL_MEM_FENCE);                                      \
-  } while (0)
-
-/* The next step's table where it is built before the lookups (two
- * halves) or after them, behind a second barrier (one). */
-#if BML_LHALVES == 2
-#define BML_LNEXT_BEFORE(hn) BML_LNEXT(hn)
-#define BML_LNEXT_AFTER(hn) (void)0
-#else
-#define BML_LNEXT_BEFORE(hn) (void)0
-#define BML_LNEXT_AFTER(hn)                                                                              \
-  do {                                                                                                   \
-    BML_LNEXT(hn);                                                                                       \
-    barrier(CLK_LOCAL_MEM_FENCE);                                                                        \
-  } while (0)
-#endif
-
-/* The computed stream on a step: the tile of the step after next (st), the
- * step's tile (tn, the next step's) and group, and the rows of the group
- * that are the product's. */
-#define BML_CNEXT()                                                                                      \
-  do {                                                                                                   \
-    st = bml_next_tile(st, nt);                                                                          \
-    cs++, ct = tn;                                                                                       \
-    if (tn == 0u) {                                                                                      \
-      crow += jump;                                                                                      \
-      for (uint i = 0; i < rpt; i++) live[i] = crow + rr + i * lr < rows;                               \
-    }                                                                                                    \
-  } while (0)
-
-/* Step cs of the ring, in slot ph (a constant), or out of the loop after
- * the last. */
-#define BML_RSTEP(ph)                                                                                    \
-  if (cs >= ns) break;                                                                                   \
-  {                                                                                                      \
-    const uint hf = BML_LAHEAD % 2 == 0 ? (ph) & 1u : cs & 1u, sn = (ph) + 1u == BML_LAHEAD ? 0u : (ph) + 1u; \
-    const uint tn = bml_next_tile(ct, nt); /* the next step's tile */                                    \
-    BML_LNEXT_BEFORE(hf ^ 1u);                                                                           \
-    bml_lookups(lm, &pl, wq[ph], acc, live, hf, min(8u, nb - ct * 8u));                                 \
-    bml_refill(p, &pl, &f, wq[ph], dq[ph], cs + BML_LAHEAD < ns);                                        \
-    BML_DNEXT(hf ^ 1u, sn);                                                                              \
-    BML_LEND();                                                                                          \
-    BML_LNEXT_AFTER(hf ^ 1u);                                                                            \
-    BML_SRC_NEXT();                                                                                      \
-    BML_CNEXT();                                                                                         \
+/* The stream on a step: the tile of the step after next, the step's tile
+ * (tn, the next step's) and group, and which rows of the group are the
+ * product's. */
+static BML_INLINE void bml_stream_next(const bml_prod *p, const bml_place *pl, bml_stream *s, bool *live,
+                                       const uint tn) {
+  s->st = bml_next_tile(s->st, s->nt);
+  s->cs++, s->ct = tn;
+  if (tn == 0u) {
+    s->crow += s->jump;
+    for (uint i = 0; i < pl->rpt; i++) live[i] = s->crow + pl->rr + i * pl->lr < p->rows;
   }
+}
+
+/* A step's start, before its lookups: the next step's table (tile tn)
+ * into the other half, where there are two (BML_LHALVES). */
+static BML_INLINE void bml_step_start(const bml_prod *p, const bml_lmem *lm, const bml_place *pl, const bml_stream *s,
+                                      bml_lsrc *src, const uint hf, const uint tn) {
+  if (BML_LHALVES == 2) bml_table_next(p, lm, pl, s, src, tn, hf ^ 1u);
+}
+
+/* A step's end, its lookups and refill issued: the next step's scales
+ * (dnext, loaded a step before, so their loads have had a step to arrive;
+ * stored at the step's start, a work-item waited there for loads issued
+ * just before the barrier) into the other half, the group's end, the next
+ * table where there is one (behind a second barrier), the copy engine's
+ * next sources, and the stream on a step. */
+static BML_INLINE void bml_step_end(const bml_prod *p, const bml_lmem *lm, const bml_place *pl, bml_stream *s,
+                                    bml_lsrc *src, const float *dnext, float *acc, bool *live, const uint hf,
+                                    const uint tn) {
+  if (s->cs + 1u < s->ns) bml_stage_d0(lm->dtab, pl, hf ^ 1u, dnext);
+  bml_group_end(p, lm, pl, s, acc, tn);
+  if (BML_LHALVES == 1) {
+    bml_table_next(p, lm, pl, s, src, tn, hf ^ 1u);
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  bml_src_next(p, lm, pl, s);
+  bml_stream_next(p, pl, s, live, tn);
+}
+
+/* Step cs of the ring, in slot ph (a constant where this is inlined). */
+static BML_INLINE void bml_ring_step(const bml_prod *p, const bml_lmem *lm, const bml_place *pl, bml_stream *s,
+                                     bml_fill *f, bml_lsrc *src, uint4 (*wq)[4], float (*dq)[4], float *acc,
+                                     bool *live, const uint ph) {
+  const uint hf = BML_LAHEAD % 2 == 0 ? ph & 1u : s->cs & 1u, sn = ph + 1u == BML_LAHEAD ? 0u : ph + 1u;
+  const uint tn = bml_next_tile(s->ct, s->nt); /* the next step's tile */
+  bml_step_start(p, lm, pl, s, src, hf, tn);
+  bml_lookups(lm, pl, wq[ph], acc, live, hf, min(8u, p->nb - s->ct * 8u));
+  bml_refill(p, pl, f, wq[ph], dq[ph], s->cs + BML_LAHEAD < s->ns);
+  bml_step_end(p, lm, pl, s, src, dq[sn], acc, live, hf, tn);
+}
 
 /* The body of the table kernels: groups g0, g0 + stride, ... of a product
  * (a group: lr * rpt rows; a launch of fewer work-groups than groups, each
@@ -242,63 +235,59 @@ static BML_INLINE void bml_refill(const bml_prod *p, const bml_place *pl, bml_fi
 static BML_INLINE void bml_lanes(const bml_prod *p, const bml_lmem *lm, const uint lr, const uint rpt, const uint lpt,
                                  const uint g0, const uint stride) {
   const uint rows = p->rows, nb = p->nb;
-  __global float *out = p->out;
-  __local float *tab = lm->tab, *dtab = lm->dtab, *jtab = lm->jtab;
-#if BML_SRC_STAGED
-  __local ulong *ssh = lm->ssh;
-#endif
   const uint wg = 8u / lpt * lr, gr = lr * rpt, m = rpt * lpt;
   const uint unit = 4096u / wg < 16u ? 4096u / wg : 16u, units = 4096u / wg / unit;
   const uint lid = get_local_id(0), l0 = lid / lr * lpt, rr = lid % lr;
-  const bml_place pl = {lr, rpt, lpt, gr, l0, rr};
+  const bml_place pl = {lr, rpt, lpt, gr, l0, rr, lid, wg, unit, units};
   const uint nt = (nb + 7u) / 8u, groups = (rows + gr - 1u) / gr;
   if (g0 >= groups) return; /* (uniform) */
-  const uint ns = ((groups - 1u - g0) / stride + 1u) * nt; /* steps */
+  const uint jump = stride * gr;
+  /* the step computed (cs), its tile and its group's first row, and the tile of step cs + 2 */
+  bml_stream s = {((groups - 1u - g0) / stride + 1u) * nt, nt, 0u, 0u, nt > 2u ? 2u : 0u, g0 * gr, jump};
+  const uint ns = s.ns;
   /* work-item (l0, rr) loads its lanes' bits of its rows, and d0 of blocks 8t + l0 + u of its rows */
   uint4 wq[BML_LAHEAD][4];
   float dq[BML_LAHEAD][4] = {{0.0f}}; /* a row past the product's is not loaded (nor its scale used) */
-  const uint base_b = p->bits_off + l0 * rows + rr, base_d = p->d0_off + l0 * rows + rr, jump = stride * gr;
+  const uint base_b = p->bits_off + l0 * rows + rr, base_d = p->d0_off + l0 * rows + rr;
   bml_fill f = {0u, g0 * gr, base_b + g0 * gr, base_d + g0 * gr, nt, jump, base_b, base_d}; /* the next refill: step 0 */
 #pragma unroll
   for (uint a = 0; a < BML_LAHEAD; a++) bml_refill(p, &pl, &f, wq[a], dq[a], a < ns);
   /* step 0's table now, step 1's sources loaded */
   bml_lsrc src[4];
 #if BML_SRC_STAGED
-  if (lid == 0u) bml_bulk_init(ssh);
+  if (lid == 0u) bml_bulk_init(lm->ssh);
   barrier(CLK_LOCAL_MEM_FENCE);
   if (lid == 0u) {
-    bml_src_issue(ssh, p, 0u, nt);
-    if (ns > 1u) bml_src_issue(ssh, p, 1u, nt);
+    bml_src_issue(lm->ssh, p, 0u, nt);
+    if (ns > 1u) bml_src_issue(lm->ssh, p, 1u, nt);
   }
   /* (a copy engine's barrier counts its bytes; copies made by work-item 0
    * itself are ordered by this one: later steps' by the steps' own) */
   barrier(CLK_LOCAL_MEM_FENCE);
-  BML_SRC_TAKE(0u);
+  bml_src_take_all(lm, &pl, src, 0u);
 #else
 #pragma unroll
   for (uint i = 0; i < units; i++) bml_lsrc_load(&src[i], p, lid + i * wg, 0);
 #endif
 #pragma unroll
   for (uint i = 0; i < units; i++)
-    if ((lid + i * wg) % 256u / 32u < min(8u, nb)) bml_lbuild(tab, lid + i * wg, &src[i], unit);
+    if ((lid + i * wg) % 256u / 32u < min(8u, nb)) bml_lbuild(lm->tab, lid + i * wg, &src[i], unit);
   if (!BML_SRC_STAGED && ns > 1u) {
 #pragma unroll
     for (uint i = 0; i < units; i++) bml_lsrc_load(&src[i], p, lid + i * wg, nt > 1u ? 1u : 0u);
   }
-  bml_stage_d0(dtab, &pl, 0u, dq[0]);
+  bml_stage_d0(lm->dtab, &pl, 0u, dq[0]);
   float acc[4];
 #pragma unroll
   for (uint i = 0; i < m; i++) acc[i] = 0.0f;
   barrier(CLK_LOCAL_MEM_FENCE);
 #if BML_SRC_STAGED
-  if (lid == 0u && ns > 2u) bml_src_issue(ssh, p, 2u, nt);
+  if (lid == 0u && ns > 2u) bml_src_issue(lm->ssh, p, 2u, nt);
 #endif
-  /* the step computed (cs), its tile and its group's first row, which of
-   * the work-item's rows are the product's, and the tile of step cs + 2 */
-  uint cs = 0u, ct = 0u, crow = g0 * gr, st = nt > 2u ? 2u : 0u;
+  /* which of the work-item's rows are the product's */
   bool live[4];
 #pragma unroll
-  for (uint i = 0; i < rpt; i++) live[i] = crow + rr + i * lr < rows;
+  for (uint i = 0; i < rpt; i++) live[i] = s.crow + rr + i * lr < rows;
 #if BML_RING
   /* The weights' queue is a ring: step s is in slot s % BML_LAHEAD, and a
    * step's slot is refilled (BML_LAHEAD steps on) once its lookups are
@@ -307,36 +296,36 @@ static BML_INLINE void bml_lanes(const bml_prod *p, const bml_lmem *lm, const ui
    * nothing moves between registers (and, BML_LAHEAD even, the step's half
    * of the table). */
   for (;;) {
-    BML_RSTEP(0u);
-    BML_RSTEP(1u);
+    if (s.cs >= ns) break;
+    bml_ring_step(p, lm, &pl, &s, &f, src, wq, dq, acc, live, 0u);
+    if (s.cs >= ns) break;
+    bml_ring_step(p, lm, &pl, &s, &f, src, wq, dq, acc, live, 1u);
 #if BML_LAHEAD > 2
-    BML_RSTEP(2u);
+    if (s.cs >= ns) break;
+    bml_ring_step(p, lm, &pl, &s, &f, src, wq, dq, acc, live, 2u);
 #endif
 #if BML_LAHEAD > 3
-    BML_RSTEP(3u);
+    if (s.cs >= ns) break;
+    bml_ring_step(p, lm, &pl, &s, &f, src, wq, dq, acc, live, 3u);
 #endif
   }
 #else
   /* The weights' queue moves down a slot a step: the step in use is
    * copied out of slot 0 and the last slot loads BML_LAHEAD steps on,
    * before the lookups. */
-  while (cs < ns) {
-    const uint hf = cs & 1u, tn = bml_next_tile(ct, nt);
+  while (s.cs < ns) {
+    const uint hf = s.cs & 1u, tn = bml_next_tile(s.ct, nt);
     uint4 w[4];
 #pragma unroll
     for (uint i = 0; i < m; i++) w[i] = wq[0][i];
-    BML_LNEXT_BEFORE(hf ^ 1u);
+    bml_step_start(p, lm, &pl, &s, src, hf, tn);
 #pragma unroll
     for (uint a = 0; a + 1u < BML_LAHEAD; a++)
 #pragma unroll
       for (uint i = 0; i < m; i++) wq[a][i] = wq[a + 1u][i], dq[a][i] = dq[a + 1u][i];
-    bml_refill(p, &pl, &f, wq[BML_LAHEAD - 1], dq[BML_LAHEAD - 1], cs + BML_LAHEAD < ns);
-    bml_lookups(lm, &pl, w, acc, live, hf, min(8u, nb - ct * 8u));
-    BML_DNEXT(hf ^ 1u, 0); /* the queue has moved: slot 0 is step cs + 1 */
-    BML_LEND();
-    BML_LNEXT_AFTER(hf ^ 1u);
-    BML_SRC_NEXT();
-    BML_CNEXT();
+    bml_refill(p, &pl, &f, wq[BML_LAHEAD - 1], dq[BML_LAHEAD - 1], s.cs + BML_LAHEAD < ns);
+    bml_lookups(lm, &pl, w, acc, live, hf, min(8u, nb - s.ct * 8u));
+    bml_step_end(p, lm, &pl, &s, src, dq[0], acc, live, hf, tn); /* the queue has moved: slot 0 is step cs + 1 */
   }
 #endif
 }

@@ -102,10 +102,12 @@ typedef struct {
 } bml_lmem;
 
 /* A work-item's place in a table kernel's work-group: lanes l0 + u (u <
- * lpt) of rows rr + i * lr (i < rpt) of a group of gr = lr * rpt rows; all
- * but l0 and rr are constants where the helpers are inlined. */
+ * lpt) of rows rr + i * lr (i < rpt) of a group of gr = lr * rpt rows, as
+ * work-item lid of wg; the work-group builds a tile's table in units of
+ * unit entries, units of them a work-item (bml_lsrc_load).  All but l0, rr
+ * and lid are constants where the helpers are inlined. */
 typedef struct {
-  uint lr, rpt, lpt, gr, l0, rr;
+  uint lr, rpt, lpt, gr, l0, rr, lid, wg, unit, units;
 } bml_place;
 
 /* The activation values a unit of the table is built from. */
@@ -150,7 +152,8 @@ static inline void bml_src_issue(__local ulong *ssh, const bml_prod *p, uint k, 
   bml_bulk_copy(bml_src_q(ssh, sl), p->q + t * 256u, kb * 128u, ssh + sl);
   bml_bulk_copy(bml_src_d(ssh, sl), p->d1 + t * 32u, kb * 16u, ssh + sl);
 }
-#define BML_SRC_WAIT(k) bml_bulk_wait(ssh + ((k) & 1u), ((k) >> 1) & 1u)
+/* Waits for step k's sources (phase (k / 2) % 2 of slot k % 2's barrier). */
+static inline void bml_src_wait(__local ulong *ssh, uint k) { bml_bulk_wait(ssh + (k & 1u), (k >> 1) & 1u); }
 /* Step k's sources from slot k % 2. */
 static inline void bml_src_take(bml_lsrc *x, __local ulong *ssh, uint u, uint k) {
   const uint sl = k & 1u, pair = u % 256u;
@@ -214,55 +217,14 @@ static inline void bml_lbuild(__local float *tab, uint u, const bml_lsrc *x, con
 
 /* A table word of block j of the tile: its byte address is the block's
  * offset plus ((4 * pattern) ^ c) where c (bml_lc) holds the tile half, the
- * sub-block, the lane and the swizzle.  BML_LBLOCK spends a shift and one
- * three-input logic operation per lookup; BML_LWORD (full tiles, where
+ * sub-block, the lane and the swizzle.  bml_lblock spends a shift and one
+ * three-input logic operation per lookup; bml_lword (full tiles, where
  * the device permutes bytes) less (below). */
-#define BML_LT(j, byteoff) (*(__local const float *)((__local const char *)tu + (j) * (512u * 4u) + (byteoff)))
-#define BML_LNIB(x, sh) (((sh) >= 2 ? (x) >> ((sh) - 2) : (x) << (2 - (sh))) & 0x3Cu) /* 4 * bits sh..sh+3 of x */
-
-/* One block's lane: ab = ((P0 + P1) + P2) + P3 from the table (tu: the
- * lane's; x: the word holding the block's 16 bits at bit h), then the outer
- * fma with the block's scale (dl: the row's scales of the tile, one per gs
- * words). */
-#define BML_LBLOCK(x, h, j, acc, dl)                                              \
-  do {                                                                            \
-    float ab_ = BML_LT(j, BML_LNIB(x, (h)) ^ c0);                                 \
-    ab_ = ab_ + BML_LT(j, BML_LNIB(x, (h) + 4) ^ c1);                             \
-    ab_ = ab_ + BML_LT(j, BML_LNIB(x, (h) + 8) ^ c2);                             \
-    ab_ = ab_ + BML_LT(j, BML_LNIB(x, (h) + 12) ^ c3);                            \
-    acc = BML_OUTER((dl)[(j) * gs], ab_, acc);                                    \
-  } while (0)
-
-/* Two blocks at once (a full tile): the word x holds block ja's 16 bits in
- * its low half and block ja + 1's in its high half.  Two shifts and two
- * three-input logic operations put all eight lookups' low address bytes,
- * 4 * pattern ^ the low byte of c, one to a byte (y02: sub-blocks 0 and 2;
- * y13: 1 and 3, each for ja, then ja + 1); a lookup then takes its byte
- * into the low byte of the rest of c (h0..h3, whose low bytes are 0) with
- * one byte permute, where the device has one (the hook BML_BYTE_PERMUTE:
- * PTX's prmt in cl/nvidia.cl).  Without it, full tiles take BML_LBLOCK:
- * the permute written in C is no faster. */
-#if defined(BML_BYTE_PERMUTE)
-#define BML_USE_LWORD 1
-#else
-#define BML_USE_LWORD 0
-#endif
-
-#define BML_LWORD(x, ja, acc, dl)                                                 \
-  do {                                                                            \
-    const uint y02 = (((x) << 2) & 0x3C3C3C3Cu) ^ z02;                            \
-    const uint y13 = (((x) >> 2) & 0x3C3C3C3Cu) ^ z13;                            \
-    float ab_ = BML_LT(ja, bml_byte_into(y02, h0, 0u));                           \
-    ab_ = ab_ + BML_LT(ja, bml_byte_into(y13, h1, 0u));                           \
-    ab_ = ab_ + BML_LT(ja, bml_byte_into(y02, h2, 1u));                           \
-    ab_ = ab_ + BML_LT(ja, bml_byte_into(y13, h3, 1u));                           \
-    acc = BML_OUTER((dl)[(ja) * gs], ab_, acc);                                   \
-    ab_ = BML_LT((ja) + 1u, bml_byte_into(y02, h0, 2u));                          \
-    ab_ = ab_ + BML_LT((ja) + 1u, bml_byte_into(y13, h1, 2u));                    \
-    ab_ = ab_ + BML_LT((ja) + 1u, bml_byte_into(y02, h2, 3u));                    \
-    ab_ = ab_ + BML_LT((ja) + 1u, bml_byte_into(y13, h3, 3u));                    \
-    acc = BML_OUTER((dl)[((ja) + 1u) * gs], ab_, acc);                            \
-  } while (0)
+static inline float bml_lt(__local const float *tu, const uint j, const uint byteoff) {
+  return *(__local const float *)((__local const char *)tu + j * (512u * 4u) + byteoff);
+}
+/* 4 * bits sh..sh+3 of x (sh a constant where this is inlined). */
+static inline uint bml_lnib(const uint x, const uint sh) { return (sh >= 2u ? x >> (sh - 2u) : x << (2u - sh)) & 0x3Cu; }
 
 /* c of sub-block k for lane l0 + u in tile half par (l0 even where a
  * work-item has two lanes, u < 2): the byte offset of the pair's 16 words in
@@ -275,40 +237,92 @@ static inline uint bml_lc(uint par, uint k, uint l0) {
   return ((par * BML_LTAB + pair * 16u) << 2) | (bml_swz(pair) << 4);
 }
 
-/* A full tile's lookups of a row (x: its lane's words), and what they need. */
-#if BML_USE_LWORD
-#define BML_LFULL(x, acc, dl)                                                                           \
-  BML_LWORD((x).x, 0u, acc, dl);                                                                        \
-  BML_LWORD((x).y, 2u, acc, dl);                                                                        \
-  BML_LWORD((x).z, 4u, acc, dl);                                                                        \
-  BML_LWORD((x).w, 6u, acc, dl)
-#define BML_LBYTES(c0, c1, c2, c3)                                                                      \
-  const uint h0 = (c0) & ~0xFFu, h1 = (c1) & ~0xFFu, h2 = (c2) & ~0xFFu, h3 = (c3) & ~0xFFu;            \
-  const uint z02 = ((c0) & 0xFFu) * 0x00010001u | ((c2) & 0xFFu) * 0x01000100u;                         \
-  const uint z13 = ((c1) & 0xFFu) * 0x00010001u | ((c3) & 0xFFu) * 0x01000100u
-#else
-#define BML_LFULL(x, acc, dl)                                                                           \
-  BML_LBLOCK((x).x, 0, 0u, acc, dl);                                                                    \
-  BML_LBLOCK((x).x, 16, 1u, acc, dl);                                                                   \
-  BML_LBLOCK((x).y, 0, 2u, acc, dl);                                                                    \
-  BML_LBLOCK((x).y, 16, 3u, acc, dl);                                                                   \
-  BML_LBLOCK((x).z, 0, 4u, acc, dl);                                                                    \
-  BML_LBLOCK((x).z, 16, 5u, acc, dl);                                                                   \
-  BML_LBLOCK((x).w, 0, 6u, acc, dl);                                                                    \
-  BML_LBLOCK((x).w, 16, 7u, acc, dl)
-#define BML_LBYTES(c0, c1, c2, c3) (void)0
+/* What a step's lookups in half par of the table need, for lanes l0 on:
+ * the sub-blocks' c0..c3 (bml_lc) and, for bml_lword, each c's bytes
+ * split: h0..h3 the rest of each (low byte 0), z02 and z13 the low bytes of
+ * sub-blocks 0 and 2, 1 and 3, twice each. */
+typedef struct {
+  uint c0, c1, c2, c3, h0, h1, h2, h3, z02, z13;
+} bml_lkey;
+
+static inline void bml_lkey_init(bml_lkey *k, const uint par, const uint l0) {
+  k->c0 = bml_lc(par, 0, l0), k->c1 = bml_lc(par, 1, l0), k->c2 = bml_lc(par, 2, l0), k->c3 = bml_lc(par, 3, l0);
+  k->h0 = k->c0 & ~0xFFu, k->h1 = k->c1 & ~0xFFu, k->h2 = k->c2 & ~0xFFu, k->h3 = k->c3 & ~0xFFu;
+  k->z02 = (k->c0 & 0xFFu) * 0x00010001u | (k->c2 & 0xFFu) * 0x01000100u;
+  k->z13 = (k->c1 & 0xFFu) * 0x00010001u | (k->c3 & 0xFFu) * 0x01000100u;
+}
+
+/* One block's lane: ab = ((P0 + P1) + P2) + P3 from the table (tu: the
+ * lane's; x: the word holding the block's 16 bits at bit h), then the outer
+ * fma with the block's scale d. */
+static BML_INLINE float bml_lblock(const bml_lkey *k, __local const float *tu, const uint x, const uint h, const uint j,
+                                   const float d, const float acc) {
+  float ab = bml_lt(tu, j, bml_lnib(x, h) ^ k->c0);
+  ab = ab + bml_lt(tu, j, bml_lnib(x, h + 4u) ^ k->c1);
+  ab = ab + bml_lt(tu, j, bml_lnib(x, h + 8u) ^ k->c2);
+  ab = ab + bml_lt(tu, j, bml_lnib(x, h + 12u) ^ k->c3);
+  return BML_OUTER(d, ab, acc);
+}
+
+/* Two blocks at once (a full tile): the word x holds block ja's 16 bits in
+ * its low half and block ja + 1's in its high half (scales da, db).  Two
+ * shifts and two three-input logic operations put all eight lookups' low
+ * address bytes, 4 * pattern ^ the low byte of c, one to a byte (y02:
+ * sub-blocks 0 and 2; y13: 1 and 3, each for ja, then ja + 1); a lookup then
+ * takes its byte into the low byte of the rest of c (h0..h3) with one byte
+ * permute, where the device has one (the hook BML_BYTE_PERMUTE: PTX's prmt
+ * in cl/nvidia.cl).  Without it, full tiles take bml_lblock: the permute
+ * written in C is no faster. */
+#if defined(BML_BYTE_PERMUTE)
+static BML_INLINE float bml_lword(const bml_lkey *k, __local const float *tu, const uint x, const uint ja,
+                                  const float da, const float db, float acc) {
+  const uint y02 = ((x << 2) & 0x3C3C3C3Cu) ^ k->z02;
+  const uint y13 = ((x >> 2) & 0x3C3C3C3Cu) ^ k->z13;
+  float ab = bml_lt(tu, ja, bml_byte_into(y02, k->h0, 0u));
+  ab = ab + bml_lt(tu, ja, bml_byte_into(y13, k->h1, 0u));
+  ab = ab + bml_lt(tu, ja, bml_byte_into(y02, k->h2, 1u));
+  ab = ab + bml_lt(tu, ja, bml_byte_into(y13, k->h3, 1u));
+  acc = BML_OUTER(da, ab, acc);
+  ab = bml_lt(tu, ja + 1u, bml_byte_into(y02, k->h0, 2u));
+  ab = ab + bml_lt(tu, ja + 1u, bml_byte_into(y13, k->h1, 2u));
+  ab = ab + bml_lt(tu, ja + 1u, bml_byte_into(y02, k->h2, 3u));
+  ab = ab + bml_lt(tu, ja + 1u, bml_byte_into(y13, k->h3, 3u));
+  return BML_OUTER(db, ab, acc);
+}
 #endif
+
+/* A full tile's lookups of a row and lane (x: its lane's words; d: the
+ * row's eight scales of the tile). */
+static BML_INLINE float bml_lfull(const bml_lkey *k, __local const float *tu, const uint4 x, const float8 d, float acc) {
+#if defined(BML_BYTE_PERMUTE)
+  acc = bml_lword(k, tu, x.x, 0u, d.s0, d.s1, acc);
+  acc = bml_lword(k, tu, x.y, 2u, d.s2, d.s3, acc);
+  acc = bml_lword(k, tu, x.z, 4u, d.s4, d.s5, acc);
+  return bml_lword(k, tu, x.w, 6u, d.s6, d.s7, acc);
+#else
+  acc = bml_lblock(k, tu, x.x, 0u, 0u, d.s0, acc);
+  acc = bml_lblock(k, tu, x.x, 16u, 1u, d.s1, acc);
+  acc = bml_lblock(k, tu, x.y, 0u, 2u, d.s2, acc);
+  acc = bml_lblock(k, tu, x.y, 16u, 3u, d.s3, acc);
+  acc = bml_lblock(k, tu, x.z, 0u, 4u, d.s4, acc);
+  acc = bml_lblock(k, tu, x.z, 16u, 5u, d.s5, acc);
+  acc = bml_lblock(k, tu, x.w, 0u, 6u, d.s6, acc);
+  return bml_lblock(k, tu, x.w, 16u, 7u, d.s7, acc);
+#endif
+}
+
 /* A tile's lookups of one row and lane (x: its words) into acc, its scales
- * at dl, one per gs words; kb blocks of the tile are the row's. */
-#define BML_LTILE(x, acc)                                                                               \
-  do {                                                                                                  \
-    if (kb == 8u) {                                                                                     \
-      BML_LFULL(x, acc, dl);                                                                            \
-    } else { /* the last tile of a row whose blocks are not a multiple of 8 */                          \
-      const uint ws_[8] = {(x).x, (x).x >> 16, (x).y, (x).y >> 16, (x).z, (x).z >> 16, (x).w, (x).w >> 16}; \
-      for (uint j_ = 0; j_ < kb; j_++) BML_LBLOCK(ws_[j_], 0, j_, acc, dl);                             \
-    }                                                                                                   \
-  } while (0)
+ * d; kb blocks of the tile are the row's. */
+static BML_INLINE float bml_ltile(const bml_lkey *k, __local const float *tu, const uint4 x, const float8 d,
+                                  const uint kb, float acc) {
+  if (kb == 8u) return bml_lfull(k, tu, x, d, acc);
+  /* the last tile of a row whose blocks are not a multiple of 8 */
+  const uint ws[8] = {x.x, x.x >> 16, x.y, x.y >> 16, x.z, x.z >> 16, x.w, x.w >> 16};
+  const float ds[8] = {d.s0, d.s1, d.s2, d.s3, d.s4, d.s5, d.s6, d.s7};
+  for (uint j = 0; j < kb; j++) acc = bml_lblock(k, tu, ws[j], 0u, j, ds[j], acc);
+  return acc;
+}
+
 /* Whether a work-item of lpt lanes stages its scales as half2 words
  * (bml_stage_d0), and the word of blocks 2m and 2m + 1 of row i * lr + rr
  * (of gr a work-group) in half h of dtab: the one layout its store and

@@ -385,7 +385,7 @@ static void expect_every_line_passed(const collected *c) {
   cr_expect(checked >= 4, "q1_0_mat_vec_lr checked on %zu shapes only", checked);
 }
 
-/* NVIDIA's build, its byte-permute lookups (BML_LWORD) written in C, its
+/* NVIDIA's build, its byte-permute lookups (bml_lword) written in C, its
  * ring of weights, its scales staged as half2 and (Hopper's) its table
  * sources in local memory, the TMA's copies made in C: the same bits as
  * the reference on this card too. */
