@@ -1,5 +1,6 @@
 /* test_plan.c -- the worker's pure decisions (share/plan.c), values in and a plan out: no card, no clock, no threads. */
 #include <criterion/criterion.h>
+#include <math.h>
 
 #include "share/limiter.h"
 #include "share/plan.h"
@@ -28,7 +29,7 @@ Test(plan, a_group_is_neighbours_with_one_activation_and_n_at_most_sixteen) {
 
 static bool move(bml__moves *h, size_t held, size_t want) {
   const bml_product p = {"m", NULL, 1000, 128, NULL, NULL};
-  return bml__plan_move(h, &p, &held, &want, 1);
+  return bml__plan_move(h, &p, &held, &want, 1, 0.0);
 }
 
 Test(plan, a_held_matrix_keeps_a_close_split_and_moves_at_once_for_a_far_one) {
@@ -65,6 +66,32 @@ Test(plan, a_move_back_waits_longer_after_each_move) {
   /* the same way as the last move: at once */
   bml__moves up = {.moves = 2, .last_dir = 1};
   cr_expect(move(&up, 500, 980));
+}
+
+static bool move_for(bml__moves *h, size_t held, size_t want, double gain) {
+  const bml_product p = {"m", NULL, 1000, 128, NULL, NULL};
+  return bml__plan_move(h, &p, &held, &want, 1, gain);
+}
+
+Test(plan, leaving_the_card_alone_waits_until_the_splits_saving_repays_an_upload) {
+  /* an upload took 1 ms; the split saves 15 us a product: 67 products repay it */
+  bml__moves h = {.upload_s = 1e-3};
+  for (int i = 1; i <= 66; i++) cr_expect(!move_for(&h, 1000, 700, 15e-6), "product %d: %g s saved", i, 15e-6 * i);
+  cr_expect(move_for(&h, 1000, 700, 15e-6), "the 67th product's saving repays the upload");
+  /* no saving predicted, or none known: the card stays alone */
+  bml__moves none = {.upload_s = 1e-3, .since_move = 100000};
+  cr_expect(!move_for(&none, 1000, 700, 0.0));
+  cr_expect(!move_for(&none, 1000, 700, NAN));
+  /* an upload of unknown cost, as before: at the third product asking (a split not close) */
+  bml__moves unknown = {0};
+  cr_expect(!move_for(&unknown, 1000, 700, 0.0));
+  cr_expect(!move_for(&unknown, 1000, 700, 0.0));
+  cr_expect(move_for(&unknown, 1000, 700, 0.0));
+  /* back to the card alone, and between two splits: not delayed by it */
+  bml__moves back = {.upload_s = 1.0};
+  cr_expect(move_for(&back, 700, 1000, 0.0), "to the card alone at once");
+  bml__moves between = {.upload_s = 1.0};
+  cr_expect(move_for(&between, 500, 980, 0.0), "a far split from a split at once");
 }
 
 Test(plan, the_queues_and_the_calibrated_share) {

@@ -35,7 +35,7 @@ static size_t want_rows(bml_worker *w, submission *s, size_t first, size_t count
 static size_t keep_held(bml_worker *w, submission *s, const group *g, entry *e, size_t total) {
   if (!e || !e->m.nchunks || w->share_fixed) return total;
   size_t *want = s->card_rows + g->first;
-  if (bml__plan_move(&e->hist, s->p + g->first, e->held, want, g->count))
+  if (bml__plan_move(&e->hist, s->p + g->first, e->held, want, g->count, s->balance ? s->balance->gain : 0.0))
     return total; /* bml__worker_ensure_uploaded counts the move when it is made */
   total = 0;
   for (size_t i = 0; i < g->count; i++) total += want[i] = e->held[i];

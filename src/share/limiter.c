@@ -56,6 +56,7 @@ void bml__balance_init(bml__balance *b, double share) {
   b->probing = false;
   b->hold = 0;
   b->hold_next = BML_HOLD_FIRST;
+  b->gain = 0.0;
 }
 
 #define BALANCE_STEP_FIRST 1.25
@@ -91,7 +92,7 @@ void bml__balance_learn(bml__balance *b, double wg, double wc, bool card_first, 
     b->probing = false;
     const double t_split = card_first ? t_cpu : t_card;
     if (b->alone_s > 0.0 && !(t_split < (1.0 - BML_SPLIT_GAIN) * b->alone_s)) {
-      b->share = 1.0, b->step = 0.0, b->leave = 0;
+      b->share = 1.0, b->step = 0.0, b->leave = 0, b->gain = 0.0;
       b->hold = b->hold_next;
       b->hold_next = b->hold_next < BML_HOLD_MAX / 2 ? 2 * b->hold_next : BML_HOLD_MAX;
       keep_cpu_rate(b, measured_cpu, own_rc);
@@ -102,7 +103,7 @@ void bml__balance_learn(bml__balance *b, double wg, double wc, bool card_first, 
   if (card_first && t_card < round_trip) {
     /* the card beat the round trip believed: it was measured long; the
      * card alone measures the card again */
-    b->share = 1.0, b->step = 0.0, b->leave = 0;
+    b->share = 1.0, b->step = 0.0, b->leave = 0, b->gain = 0.0;
     keep_cpu_rate(b, measured_cpu, own_rc);
     return;
   }
@@ -141,6 +142,7 @@ void bml__balance_learn(bml__balance *b, double wg, double wc, bool card_first, 
   b->card_rate = rate;
   keep_cpu_rate(b, measured_cpu, own_rc);
   b->share = share;
+  b->gain = share < 1.0 ? alone - split : 0.0;
 }
 
 double bml__split_loss(size_t rows, size_t held, size_t want) {

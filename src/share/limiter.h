@@ -79,6 +79,7 @@ typedef struct {
   bool probing;     /* the card alone was left for a split not yet measured against it */
   int hold;         /* submissions the card stays alone before a split may be asked for again */
   int hold_next;    /* the hold after the next split that does not beat the card alone */
+  double gain;      /* the seconds a product the share predicts it saves against the card alone (0: alone) */
 } bml__balance;
 
 #define BML_SHARE_MIN 0.02

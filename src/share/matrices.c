@@ -166,6 +166,7 @@ int bml__worker_ensure_uploaded(bml_worker *w, entry *e, const size_t *want, uin
   if (held) return bml__limiter_fits(&w->limiter, stage, avail) ? 0 : BML_ENOMEM;
   size_t held_sum = 0; /* > 0: a move, whose direction the next one's cooldown needs */
   for (size_t i = 0; i < e->nmembers; i++) held_sum += e->held[i];
+  const double t0 = bml__now(); /* a move's cost: the buffers freed, made again and filled */
   drop_held(w, e);
   bml__rows_part parts[16];
   size_t rows = 0, np = 0;
@@ -186,6 +187,7 @@ int bml__worker_ensure_uploaded(bml_worker *w, entry *e, const size_t *want, uin
     return BML_ENOMEM;
   }
   if (rc != 0) return rc;
+  e->hist.upload_s = bml__now() - t0;
   memcpy(e->held, want, e->nmembers * sizeof *want);
   bml__worker_sync_allocated(w);
   w->cur.uploaded = true;

@@ -22,15 +22,20 @@ typedef struct {
   unsigned moves;    /* times the balance moved it (uploaded it again with another split) */
   int last_dir;      /* the last move's direction: +1 the card's part grew, -1 it shrank */
   size_t since_move; /* products planned since it was uploaded */
+  double upload_s;   /* seconds its last upload took, its card buffers freed and made again (0: not known) */
 } bml__moves;
 
 /* Whether a group of count products p (p[i].rows rows each), whose matrix
  * the card holds with held[i] card rows of each, moves to the balance's
  * wish want[i] now (true), or keeps the rows held (false): a wish close
  * to the held rows keeps them, one far (or not close several products in
- * a row) moves them, but a move back waits longer after each move.  One
- * product more planned on h, whose strikes it counts. */
-bool bml__plan_move(bml__moves *h, const bml_product *p, const size_t *held, const size_t *want, size_t count);
+ * a row) moves them, but a move back waits longer after each move, and
+ * leaving the card alone (every row held) waits until the split's
+ * predicted saving, gain seconds a product, over the products planned
+ * since the last upload repays an upload's seconds.  One product more
+ * planned on h, whose strikes it counts. */
+bool bml__plan_move(bml__moves *h, const bml_product *p, const size_t *held, const size_t *want, size_t count,
+                    double gain);
 
 /* The queues a card gets: BANKML_GPU_QUEUES's (asked, 0 when unset), else 4
  * on NVIDIA's driver and 1 elsewhere; always 1 on a software device. */
