@@ -135,92 +135,106 @@ static BML_INLINE void bml_src_next(const bml_prod *p, const bml_lmem *lm, const
 #endif
 }
 
+/* A work-item's state along its work-group's stream, in registers where
+ * the helpers below are inlined: the stream (s), the next refill (f), the
+ * sources of the next table (src), the queue of weights and scales (wq,
+ * dq: BML_LAHEAD slots), the lanes' sums (acc) and which of its rows are
+ * the product's (live). */
+typedef struct {
+  bml_stream s;
+  bml_fill f;
+  bml_lsrc src[4];
+  uint4 wq[BML_LAHEAD][4];
+  float dq[BML_LAHEAD][4];
+  float acc[4];
+  bool live[4];
+} bml_walk;
+
 /* The next step's table (tile tn), from the sources loaded a step ago,
  * into half hn, and the sources of the step after it (tile st). */
-static BML_INLINE void bml_table_next(const bml_prod *p, const bml_lmem *lm, const bml_place *pl, const bml_stream *s,
-                                      bml_lsrc *src, const uint tn, const uint hn) {
+static BML_INLINE void bml_table_next(const bml_prod *p, const bml_lmem *lm, const bml_place *pl, bml_walk *r,
+                                      const uint tn, const uint hn) {
+  const bml_stream *s = &r->s;
   if (s->cs + 1u >= s->ns) return;
   const uint kb = min(8u, p->nb - tn * 8u);
-  bml_src_take_all(lm, pl, src, s->cs + 1u);
+  bml_src_take_all(lm, pl, r->src, s->cs + 1u);
   for (uint i = 0; i < pl->units; i++)
     if ((pl->lid + i * pl->wg) % 256u / 32u < kb)
-      bml_lbuild(lm->tab + hn * (BML_LHALVES - 1u) * BML_LTAB, pl->lid + i * pl->wg, &src[i], pl->unit);
+      bml_lbuild(lm->tab + hn * (BML_LHALVES - 1u) * BML_LTAB, pl->lid + i * pl->wg, &r->src[i], pl->unit);
   if (!BML_SRC_STAGED && s->cs + 2u < s->ns)
-    for (uint i = 0; i < pl->units; i++) bml_lsrc_load(&src[i], p, pl->lid + i * pl->wg, s->st);
+    for (uint i = 0; i < pl->units; i++) bml_lsrc_load(&r->src[i], p, pl->lid + i * pl->wg, s->st);
 }
 
 /* The step's end, behind its barrier: after a group's last tile (the next
  * step's tile tn is 0) its lanes meet in jtab and are joined in the
  * reference order. */
-static BML_INLINE void bml_group_end(const bml_prod *p, const bml_lmem *lm, const bml_place *pl, const bml_stream *s,
-                                     float *acc, const uint tn) {
+static BML_INLINE void bml_group_end(const bml_prod *p, const bml_lmem *lm, const bml_place *pl, bml_walk *r,
+                                     const uint tn) {
   const bool last = tn == 0u;
   if (last)
     for (uint i = 0; i < pl->rpt; i++)
       for (uint u = 0; u < pl->lpt; u++)
-        lm->jtab[(pl->l0 + u) * pl->gr + i * pl->lr + pl->rr] = acc[i * pl->lpt + u], acc[i * pl->lpt + u] = 0.0f;
+        lm->jtab[(pl->l0 + u) * pl->gr + i * pl->lr + pl->rr] = r->acc[i * pl->lpt + u], r->acc[i * pl->lpt + u] = 0.0f;
   barrier(CLK_LOCAL_MEM_FENCE);
   if (last) {
     for (uint x = pl->lid; x < pl->gr; x += pl->wg) {
-      if (s->crow + x >= p->rows) continue;
+      if (r->s.crow + x >= p->rows) continue;
       float a[8];
       for (uint i = 0; i < 8u; i++) a[i] = lm->jtab[i * pl->gr + x];
-      p->out[s->crow + x] = bml_reduce8(a);
+      p->out[r->s.crow + x] = bml_reduce8(a);
     }
   }
   /* one tile a group: the next group's lanes meet in jtab at the next step */
-  if (BML_LHALVES == 2 && s->nt == 1u) barrier(CLK_LOCAL_MEM_FENCE);
+  if (BML_LHALVES == 2 && r->s.nt == 1u) barrier(CLK_LOCAL_MEM_FENCE);
 }
 
 /* The stream on a step: the tile of the step after next, the step's tile
  * (tn, the next step's) and group, and which rows of the group are the
  * product's. */
-static BML_INLINE void bml_stream_next(const bml_prod *p, const bml_place *pl, bml_stream *s, bool *live,
-                                       const uint tn) {
+static BML_INLINE void bml_stream_next(const bml_prod *p, const bml_place *pl, bml_walk *r, const uint tn) {
+  bml_stream *s = &r->s;
   s->st = bml_next_tile(s->st, s->nt);
   s->cs++, s->ct = tn;
   if (tn == 0u) {
     s->crow += s->jump;
-    for (uint i = 0; i < pl->rpt; i++) live[i] = s->crow + pl->rr + i * pl->lr < p->rows;
+    for (uint i = 0; i < pl->rpt; i++) r->live[i] = s->crow + pl->rr + i * pl->lr < p->rows;
   }
 }
 
 /* A step's start, before its lookups: the next step's table (tile tn)
  * into the other half, where there are two (BML_LHALVES). */
-static BML_INLINE void bml_step_start(const bml_prod *p, const bml_lmem *lm, const bml_place *pl, const bml_stream *s,
-                                      bml_lsrc *src, const uint hf, const uint tn) {
-  if (BML_LHALVES == 2) bml_table_next(p, lm, pl, s, src, tn, hf ^ 1u);
+static BML_INLINE void bml_step_start(const bml_prod *p, const bml_lmem *lm, const bml_place *pl, bml_walk *r,
+                                      const uint hf, const uint tn) {
+  if (BML_LHALVES == 2) bml_table_next(p, lm, pl, r, tn, hf ^ 1u);
 }
 
-/* A step's end, its lookups and refill issued: the next step's scales
- * (dnext, loaded a step before, so their loads have had a step to arrive;
- * stored at the step's start, a work-item waited there for loads issued
- * just before the barrier) into the other half, the group's end, the next
- * table where there is one (behind a second barrier), the copy engine's
- * next sources, and the stream on a step. */
-static BML_INLINE void bml_step_end(const bml_prod *p, const bml_lmem *lm, const bml_place *pl, bml_stream *s,
-                                    bml_lsrc *src, const float *dnext, float *acc, bool *live, const uint hf,
-                                    const uint tn) {
-  if (s->cs + 1u < s->ns) bml_stage_d0(lm->dtab, pl, hf ^ 1u, dnext);
-  bml_group_end(p, lm, pl, s, acc, tn);
+/* A step's end, its lookups and refill issued: the next step's scales (in
+ * slot sn of the queue, loaded a step before, so their loads have had a
+ * step to arrive; stored at the step's start, a work-item waited there
+ * for loads issued just before the barrier) into the other half, the
+ * group's end, the next table where there is one (behind a second
+ * barrier), the copy engine's next sources, and the stream on a step. */
+static BML_INLINE void bml_step_end(const bml_prod *p, const bml_lmem *lm, const bml_place *pl, bml_walk *r,
+                                    const uint sn, const uint hf, const uint tn) {
+  if (r->s.cs + 1u < r->s.ns) bml_stage_d0(lm->dtab, pl, hf ^ 1u, r->dq[sn]);
+  bml_group_end(p, lm, pl, r, tn);
   if (BML_LHALVES == 1) {
-    bml_table_next(p, lm, pl, s, src, tn, hf ^ 1u);
+    bml_table_next(p, lm, pl, r, tn, hf ^ 1u);
     barrier(CLK_LOCAL_MEM_FENCE);
   }
-  bml_src_next(p, lm, pl, s);
-  bml_stream_next(p, pl, s, live, tn);
+  bml_src_next(p, lm, pl, &r->s);
+  bml_stream_next(p, pl, r, tn);
 }
 
 /* Step cs of the ring, in slot ph (a constant where this is inlined). */
-static BML_INLINE void bml_ring_step(const bml_prod *p, const bml_lmem *lm, const bml_place *pl, bml_stream *s,
-                                     bml_fill *f, bml_lsrc *src, uint4 (*wq)[4], float (*dq)[4], float *acc,
-                                     bool *live, const uint ph) {
-  const uint hf = BML_LAHEAD % 2 == 0 ? ph & 1u : s->cs & 1u, sn = ph + 1u == BML_LAHEAD ? 0u : ph + 1u;
-  const uint tn = bml_next_tile(s->ct, s->nt); /* the next step's tile */
-  bml_step_start(p, lm, pl, s, src, hf, tn);
-  bml_lookups(lm, pl, wq[ph], acc, live, hf, min(8u, p->nb - s->ct * 8u));
-  bml_refill(p, pl, f, wq[ph], dq[ph], s->cs + BML_LAHEAD < s->ns);
-  bml_step_end(p, lm, pl, s, src, dq[sn], acc, live, hf, tn);
+static BML_INLINE void bml_ring_step(const bml_prod *p, const bml_lmem *lm, const bml_place *pl, bml_walk *r,
+                                     const uint ph) {
+  const uint hf = BML_LAHEAD % 2 == 0 ? ph & 1u : r->s.cs & 1u, sn = ph + 1u == BML_LAHEAD ? 0u : ph + 1u;
+  const uint tn = bml_next_tile(r->s.ct, r->s.nt); /* the next step's tile */
+  bml_step_start(p, lm, pl, r, hf, tn);
+  bml_lookups(lm, pl, r->wq[ph], r->acc, r->live, hf, min(8u, p->nb - r->s.ct * 8u));
+  bml_refill(p, pl, &r->f, r->wq[ph], r->dq[ph], r->s.cs + BML_LAHEAD < r->s.ns);
+  bml_step_end(p, lm, pl, r, sn, hf, tn);
 }
 
 /* The body of the table kernels: groups g0, g0 + stride, ... of a product
@@ -242,18 +256,23 @@ static BML_INLINE void bml_lanes(const bml_prod *p, const bml_lmem *lm, const ui
   const uint nt = (nb + 7u) / 8u, groups = (rows + gr - 1u) / gr;
   if (g0 >= groups) return; /* (uniform) */
   const uint jump = stride * gr;
+  bml_walk r;
   /* the step computed (cs), its tile and its group's first row, and the tile of step cs + 2 */
-  bml_stream s = {((groups - 1u - g0) / stride + 1u) * nt, nt, 0u, 0u, nt > 2u ? 2u : 0u, g0 * gr, jump};
-  const uint ns = s.ns;
-  /* work-item (l0, rr) loads its lanes' bits of its rows, and d0 of blocks 8t + l0 + u of its rows */
-  uint4 wq[BML_LAHEAD][4];
-  float dq[BML_LAHEAD][4] = {{0.0f}}; /* a row past the product's is not loaded (nor its scale used) */
-  const uint base_b = p->bits_off + l0 * rows + rr, base_d = p->d0_off + l0 * rows + rr;
-  bml_fill f = {0u, g0 * gr, base_b + g0 * gr, base_d + g0 * gr, nt, jump, base_b, base_d}; /* the next refill: step 0 */
+  const bml_stream s0 = {((groups - 1u - g0) / stride + 1u) * nt, nt, 0u, 0u, nt > 2u ? 2u : 0u, g0 * gr, jump};
+  r.s = s0;
+  const uint ns = r.s.ns;
+  /* work-item (l0, rr) loads its lanes' bits of its rows, and d0 of blocks 8t + l0 + u of its rows; a
+   * row past the product's is not loaded (nor its scale used) */
 #pragma unroll
-  for (uint a = 0; a < BML_LAHEAD; a++) bml_refill(p, &pl, &f, wq[a], dq[a], a < ns);
+  for (uint a = 0; a < BML_LAHEAD; a++)
+#pragma unroll
+    for (uint i = 0; i < 4u; i++) r.dq[a][i] = 0.0f;
+  const uint base_b = p->bits_off + l0 * rows + rr, base_d = p->d0_off + l0 * rows + rr;
+  const bml_fill f0 = {0u, g0 * gr, base_b + g0 * gr, base_d + g0 * gr, nt, jump, base_b, base_d};
+  r.f = f0; /* the next refill: step 0 */
+#pragma unroll
+  for (uint a = 0; a < BML_LAHEAD; a++) bml_refill(p, &pl, &r.f, r.wq[a], r.dq[a], a < ns);
   /* step 0's table now, step 1's sources loaded */
-  bml_lsrc src[4];
 #if BML_SRC_STAGED
   if (lid == 0u) bml_bulk_init(lm->ssh);
   barrier(CLK_LOCAL_MEM_FENCE);
@@ -264,30 +283,28 @@ static BML_INLINE void bml_lanes(const bml_prod *p, const bml_lmem *lm, const ui
   /* (a copy engine's barrier counts its bytes; copies made by work-item 0
    * itself are ordered by this one: later steps' by the steps' own) */
   barrier(CLK_LOCAL_MEM_FENCE);
-  bml_src_take_all(lm, &pl, src, 0u);
+  bml_src_take_all(lm, &pl, r.src, 0u);
 #else
 #pragma unroll
-  for (uint i = 0; i < units; i++) bml_lsrc_load(&src[i], p, lid + i * wg, 0);
+  for (uint i = 0; i < units; i++) bml_lsrc_load(&r.src[i], p, lid + i * wg, 0);
 #endif
 #pragma unroll
   for (uint i = 0; i < units; i++)
-    if ((lid + i * wg) % 256u / 32u < min(8u, nb)) bml_lbuild(lm->tab, lid + i * wg, &src[i], unit);
+    if ((lid + i * wg) % 256u / 32u < min(8u, nb)) bml_lbuild(lm->tab, lid + i * wg, &r.src[i], unit);
   if (!BML_SRC_STAGED && ns > 1u) {
 #pragma unroll
-    for (uint i = 0; i < units; i++) bml_lsrc_load(&src[i], p, lid + i * wg, nt > 1u ? 1u : 0u);
+    for (uint i = 0; i < units; i++) bml_lsrc_load(&r.src[i], p, lid + i * wg, nt > 1u ? 1u : 0u);
   }
-  bml_stage_d0(lm->dtab, &pl, 0u, dq[0]);
-  float acc[4];
+  bml_stage_d0(lm->dtab, &pl, 0u, r.dq[0]);
 #pragma unroll
-  for (uint i = 0; i < m; i++) acc[i] = 0.0f;
+  for (uint i = 0; i < m; i++) r.acc[i] = 0.0f;
   barrier(CLK_LOCAL_MEM_FENCE);
 #if BML_SRC_STAGED
   if (lid == 0u && ns > 2u) bml_src_issue(lm->ssh, p, 2u, nt);
 #endif
   /* which of the work-item's rows are the product's */
-  bool live[4];
 #pragma unroll
-  for (uint i = 0; i < rpt; i++) live[i] = s.crow + rr + i * lr < rows;
+  for (uint i = 0; i < rpt; i++) r.live[i] = r.s.crow + rr + i * lr < rows;
 #if BML_RING
   /* The weights' queue is a ring: step s is in slot s % BML_LAHEAD, and a
    * step's slot is refilled (BML_LAHEAD steps on) once its lookups are
@@ -296,36 +313,36 @@ static BML_INLINE void bml_lanes(const bml_prod *p, const bml_lmem *lm, const ui
    * nothing moves between registers (and, BML_LAHEAD even, the step's half
    * of the table). */
   for (;;) {
-    if (s.cs >= ns) break;
-    bml_ring_step(p, lm, &pl, &s, &f, src, wq, dq, acc, live, 0u);
-    if (s.cs >= ns) break;
-    bml_ring_step(p, lm, &pl, &s, &f, src, wq, dq, acc, live, 1u);
+    if (r.s.cs >= ns) break;
+    bml_ring_step(p, lm, &pl, &r, 0u);
+    if (r.s.cs >= ns) break;
+    bml_ring_step(p, lm, &pl, &r, 1u);
 #if BML_LAHEAD > 2
-    if (s.cs >= ns) break;
-    bml_ring_step(p, lm, &pl, &s, &f, src, wq, dq, acc, live, 2u);
+    if (r.s.cs >= ns) break;
+    bml_ring_step(p, lm, &pl, &r, 2u);
 #endif
 #if BML_LAHEAD > 3
-    if (s.cs >= ns) break;
-    bml_ring_step(p, lm, &pl, &s, &f, src, wq, dq, acc, live, 3u);
+    if (r.s.cs >= ns) break;
+    bml_ring_step(p, lm, &pl, &r, 3u);
 #endif
   }
 #else
   /* The weights' queue moves down a slot a step: the step in use is
    * copied out of slot 0 and the last slot loads BML_LAHEAD steps on,
    * before the lookups. */
-  while (s.cs < ns) {
-    const uint hf = s.cs & 1u, tn = bml_next_tile(s.ct, nt);
+  while (r.s.cs < ns) {
+    const uint hf = r.s.cs & 1u, tn = bml_next_tile(r.s.ct, nt);
     uint4 w[4];
 #pragma unroll
-    for (uint i = 0; i < m; i++) w[i] = wq[0][i];
-    bml_step_start(p, lm, &pl, &s, src, hf, tn);
+    for (uint i = 0; i < m; i++) w[i] = r.wq[0][i];
+    bml_step_start(p, lm, &pl, &r, hf, tn);
 #pragma unroll
     for (uint a = 0; a + 1u < BML_LAHEAD; a++)
 #pragma unroll
-      for (uint i = 0; i < m; i++) wq[a][i] = wq[a + 1u][i], dq[a][i] = dq[a + 1u][i];
-    bml_refill(p, &pl, &f, wq[BML_LAHEAD - 1], dq[BML_LAHEAD - 1], s.cs + BML_LAHEAD < ns);
-    bml_lookups(lm, &pl, w, acc, live, hf, min(8u, nb - s.ct * 8u));
-    bml_step_end(p, lm, &pl, &s, src, dq[0], acc, live, hf, tn); /* the queue has moved: slot 0 is step cs + 1 */
+      for (uint i = 0; i < m; i++) r.wq[a][i] = r.wq[a + 1u][i], r.dq[a][i] = r.dq[a + 1u][i];
+    bml_refill(p, &pl, &r.f, r.wq[BML_LAHEAD - 1], r.dq[BML_LAHEAD - 1], r.s.cs + BML_LAHEAD < ns);
+    bml_lookups(lm, &pl, w, r.acc, r.live, hf, min(8u, nb - r.s.ct * 8u));
+    bml_step_end(p, lm, &pl, &r, 0u, hf, tn); /* the queue has moved: slot 0 is step cs + 1 */
   }
 #endif
 }
