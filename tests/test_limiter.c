@@ -213,6 +213,22 @@ Test(balance, devices_of_one_speed_split_about_evenly) {
   for (double from = 0.1; from < 1.0; from += 0.2) expect_settles(igpu, from, 8, "an even pair");
 }
 
+Test(balance, a_split_keeps_the_saving_it_predicts_and_the_card_alone_none) {
+  sim igpu = {.rg = 2e11, .rc = 2e11, .o = 50e-6, .w = 6.7e7};
+  bml__balance b;
+  bml__balance_init(&b, 0.5);
+  for (int i = 0; i < 30; i++) sim_step(&igpu, &b, 1.0);
+  cr_assert_lt(b.share, 1.0);
+  const double saved = sim_time(&igpu, 1.0) - sim_time(&igpu, b.share); /* the sim's own */
+  cr_expect(b.gain > 0.75 * saved && b.gain < 1.25 * saved, "predicted %g s saved a product, the sim's %g", b.gain,
+            saved);
+  sim h200 = {.rg = 1.3e13, .rc = 3.3e11, .o = 20e-6, .w = 8.9e9}; /* a bonsai-8b token: the card alone */
+  bml__balance_init(&b, 0.6);
+  for (int i = 0; i < 30; i++) sim_step(&h200, &b, 1.0);
+  cr_assert_eq(b.share, 1.0);
+  cr_expect_eq(b.gain, 0.0);
+}
+
 Test(balance, a_slow_card_takes_a_small_part) {
   sim slow = {.rg = 5e10, .rc = 4e11, .o = 100e-6, .w = 6.7e7};
   for (double from = 0.1; from < 1.0; from += 0.2) expect_settles(slow, from, 8, "a slow card");
