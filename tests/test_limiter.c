@@ -181,6 +181,12 @@ static double sim_step(const sim *m, bml__balance *b, double t_card_scale) {
   return tg > tc ? tg : tc;
 }
 
+/* b from share `from` after 30 products of m. */
+static void settle(const sim *m, bml__balance *b, double from) {
+  bml__balance_init(b, from);
+  for (int i = 0; i < 30; i++) sim_step(m, b, 1.0);
+}
+
 /* From share `from`, the products' time settles within 10 % of the best
  * split's (the mean of products 20..59), and gets there within `within`. */
 static void expect_settles(sim m, double from, int within, const char *what) {
@@ -203,8 +209,7 @@ Test(balance, a_card_forty_times_the_cpu_takes_nearly_all_rows) {
   sim h200 = {.rg = 1.3e13, .rc = 3.3e11, .o = 20e-6, .w = 8.9e9}; /* a bonsai-8b token */
   for (double from = 0.1; from < 1.0; from += 0.2) expect_settles(h200, from, 8, "a token");
   bml__balance b;
-  bml__balance_init(&b, 0.6);
-  for (int i = 0; i < 30; i++) sim_step(&h200, &b, 1.0);
+  settle(&h200, &b, 0.6);
   cr_expect_gt(b.share, 0.95, "share %f", b.share);
 }
 
@@ -216,15 +221,13 @@ Test(balance, devices_of_one_speed_split_about_evenly) {
 Test(balance, a_split_keeps_the_saving_it_predicts_and_the_card_alone_none) {
   sim igpu = {.rg = 2e11, .rc = 2e11, .o = 50e-6, .w = 6.7e7};
   bml__balance b;
-  bml__balance_init(&b, 0.5);
-  for (int i = 0; i < 30; i++) sim_step(&igpu, &b, 1.0);
+  settle(&igpu, &b, 0.5);
   cr_assert_lt(b.share, 1.0);
   const double saved = sim_time(&igpu, 1.0) - sim_time(&igpu, b.share); /* the sim's own */
   cr_expect(b.gain > 0.75 * saved && b.gain < 1.25 * saved, "predicted %g s saved a product, the sim's %g", b.gain,
             saved);
   sim h200 = {.rg = 1.3e13, .rc = 3.3e11, .o = 20e-6, .w = 8.9e9}; /* a bonsai-8b token: the card alone */
-  bml__balance_init(&b, 0.6);
-  for (int i = 0; i < 30; i++) sim_step(&h200, &b, 1.0);
+  settle(&h200, &b, 0.6);
   cr_assert_eq(b.share, 1.0);
   cr_expect_eq(b.gain, 0.0);
 }
@@ -243,8 +246,7 @@ Test(balance, a_round_trip_bound_product_loses_nothing) {
 Test(balance, one_disturbed_product_is_forgotten_and_a_lasting_change_learnt) {
   sim h200 = {.rg = 1.3e13, .rc = 3.3e11, .o = 20e-6, .w = 8.9e9};
   bml__balance b;
-  bml__balance_init(&b, 0.6);
-  for (int i = 0; i < 30; i++) sim_step(&h200, &b, 1.0);
+  settle(&h200, &b, 0.6);
   cr_assert_eq(b.share, 1.0);
   sim_step(&h200, &b, 20.0); /* the card twenty times slower once (another process on it) */
   cr_expect_eq(b.share, 1.0, "one disturbed product moves the card alone: %f", b.share);
