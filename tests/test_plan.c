@@ -94,6 +94,56 @@ Test(plan, leaving_the_card_alone_waits_until_the_splits_saving_repays_an_upload
   cr_expect(move_for(&between, 500, 980, 0.0), "a far split from a split at once");
 }
 
+/* A single product's shape on a card after idle gaps, as the worker runs
+ * it: the balance learns from each product (share/limiter.c) and the
+ * planner decides whether the held matrix moves to its wish, a move
+ * costing `upload` seconds.  The card alone takes o + its rows over rg,
+ * slower by scale[i % 4] after each gap (its clocks down); the CPU is
+ * slower than the rate the balance last measured (cold after the gap), so
+ * a split loses.  Returns the seconds of `products` products, moves
+ * included; *moves: how many. */
+static double gaps_run(double upload, int products, int *moves) {
+  const double rg = 8.4e12, o = 19e-6, w = 1.68e7; /* 4096x4096 on an NVIDIA H100 */
+  const double rc_seen = 3.2e11, rc_cold = 1.6e11;
+  static const double scale[4] = {1.0, 2.0, 3.0, 1.5};
+  const bml_product p = {"m", NULL, 4096, 4096, NULL, NULL};
+  bml__balance b;
+  bml__balance_init(&b, 1.0);
+  b.cpu_rate = rc_seen;
+  bml__moves h = {.upload_s = upload};
+  size_t held = 4096;
+  double total = 0;
+  *moves = 0;
+  for (int i = 0; i < products; i++) {
+    size_t want = bml__plan_card_rows(b.share, 4096);
+    if (want != held && bml__plan_move(&h, &p, &held, &want, 1, b.gain)) {
+      h.moves++, h.last_dir = want > held ? 1 : -1, h.since_move = 0;
+      held = want, total += upload, ++*moves;
+    } else if (want == held) {
+      h.since_move++;
+    }
+    const double f = (double)held / 4096.0, wg = f * w, wc = w - wg;
+    const double tg = (o + wg / rg) * scale[i % 4], tc = wc > 0 ? wc / rc_cold : 0;
+    const bool first = wc > 0 && tg <= tc;
+    bml__balance_learn(&b, wg, wc, first, first ? tc : tg, tc, rc_seen, o, 0.0);
+    total += tg > tc ? tg : tc;
+  }
+  return total;
+}
+
+Test(plan, after_idle_gaps_the_card_alone_is_not_left_for_a_split_that_cannot_repay_its_move) {
+  int moves_free, moves;
+  const double free_run = gaps_run(0.0, 200, &moves_free); /* a move's cost not known: as before */
+  cr_assert_geq(moves_free, 2, "the scenario asks for splits: %d moves", moves_free);
+  const double run = gaps_run(2e-3, 200, &moves); /* an upload of 2 ms, as the card's were */
+  double alone = 0;
+  for (int i = 0; i < 200; i++) alone += (19e-6 + 1.68e7 / 8.4e12) * (double[4]){1.0, 2.0, 3.0, 1.5}[i % 4];
+  cr_expect_leq(moves, 1, "%d moves of 2 ms for splits that save microseconds", moves);
+  cr_expect_leq(run, alone + 2e-3 * moves, "%g s against the card alone's %g and %d moves", run, alone, moves);
+  cr_expect_lt(run + 2e-3 * (moves_free - moves), free_run + 2e-3 * moves_free, "with the rule %g s, %d moves; "
+               "without %g s (before the moves' cost), %d moves", run, moves, free_run, moves_free);
+}
+
 Test(plan, the_queues_and_the_calibrated_share) {
   cr_expect_eq(bml__worker_queues(0, true, false), 4);
   cr_expect_eq(bml__worker_queues(0, false, false), 1);
