@@ -21,6 +21,7 @@
 #include "base/util.h"
 #include "cpu/q1_0.h"
 #include "cpu/pool.h"
+#include "cpu/pool_int.h"
 #include "cpu/gen.h"
 
 static golden_q1_case *cases;
@@ -718,6 +719,46 @@ Test(pool, the_wake_cost_is_a_sleeping_helpers_delay_into_a_job, .timeout = 60) 
     const double wake = bml__pool_wake_seconds(p);
     cr_expect(wake > 0 && wake <= longest, "round %d: wake-up cost %g s, the jobs took up to %g s", round, wake,
               longest);
+  }
+  bml_pool_close(p);
+}
+
+/* Each thread of a bml__pool_job counts itself in, then stays (up to 10 s)
+ * until all have come: a helper that is not woken keeps the job waiting. */
+typedef struct {
+  atomic_int in[8];
+  atomic_int bad;
+} selves_seen;
+
+static void count_in(void *ctx, int self, int nthreads) {
+  selves_seen *s = ctx;
+  if (self < 0 || self >= nthreads || nthreads > 8) {
+    atomic_fetch_add(&s->bad, 1);
+    return;
+  }
+  atomic_fetch_add(&s->in[self], 1);
+  for (double t0 = bml__now(); bml__now() - t0 < 10;) {
+    int all = 1;
+    for (int t = 0; t < nthreads; t++) all &= atomic_load(&s->in[t]) > 0;
+    if (all) return;
+    sched_yield();
+  }
+}
+
+/* Every sleeping helper is woken for a job, and each comes once: a job
+ * that waits for all of them ends (a wake that reached only some would
+ * keep it to its 10 s, and the counts would say who never came). */
+Test(pool, every_sleeping_helper_is_woken_for_a_job, .timeout = 60) {
+  enum { THREADS = 7 };
+  bml_pool *p = NULL;
+  cr_assert_eq(bml_pool_open(THREADS, &p), 0);
+  for (int round = 0; round < 3; round++) {
+    cr_assert(helpers_asleep(p, THREADS - 1), "round %d: the idle helpers are not all asleep after 10 s", round);
+    selves_seen s = {0};
+    bml__pool_job(p, count_in, &s);
+    cr_expect_eq(atomic_load(&s.bad), 0, "round %d: a thread out of range", round);
+    for (int t = 0; t < THREADS; t++)
+      cr_expect_eq(atomic_load(&s.in[t]), 1, "round %d: thread %d came %d times", round, t, atomic_load(&s.in[t]));
   }
   bml_pool_close(p);
 }
