@@ -546,6 +546,16 @@ BML_EXTERN size_t bml_token_group_first(const bml_token *t, size_t g);
  * the card, which sends the rest of its runs to batches).  Cannot fail. */
 BML_EXTERN int bml_token_resident(const bml_token *t);
 
+/* 1 while t still learns where its groups run, 0 once each group's place
+ * is settled for good (and where the worker's share is fixed, the token
+ * is not resident, or t is NULL).  A group's first runs are timed on the
+ * card and on the CPU pool in turn; once all have decided, some for the
+ * CPU, whole tokens run as decided and with every group on the card in
+ * turn, and the faster stays (doc/WORKER.md).  Only whole tokens (every
+ * group once, in order) count for that check.  An engine's or a
+ * benchmark's timing of tokens starts once this is 0.  Cannot fail. */
+BML_EXTERN int bml_token_learning(const bml_token *t);
+
 /* Runs group g of t: reads its products' activation now, writes their
  * results before it returns.  The card keeps the token resident while its
  * groups come in order (0, 1, ..., the last; then 0 again for the next

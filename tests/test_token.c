@@ -12,6 +12,7 @@
 #include "card/card.h"
 #include "share/access.h"
 #include "share/token.h"
+#include "share/token_int.h"
 #include "cpu/gen.h"
 
 static bml_pool *pool;
@@ -447,6 +448,64 @@ Test(token, a_group_slower_on_the_cpu_than_its_trials_said_goes_back_to_the_card
   expect_exact(&m, "back on the card");
   cr_expect_eq(counter(w, "products_on_card") - card, PRODUCTS, "every group back on the card");
   cr_expect(bml__token_running(t), "the kernel runs the token again");
+  bml_token_close(t);
+  free_model(&m);
+  bml_worker_close(w);
+}
+
+/* Once every group has settled, some on the CPU, whole tokens are timed
+ * as decided and with every group on the card in turn (five each; the
+ * hook sets their times): the faster stays for good, and the token then
+ * says it has learnt.  The groups' own trials chose the CPU here. */
+static void check_whole_tokens(double decided_s, double card_s, bool back_to_card) {
+  bml_worker *w;
+  bml__worker_hooks h = {.kernel = BML_KERNEL_COUNT, .token_seconds = {1e-4, 1e-5},
+                         .token_check_seconds = {decided_s, card_s}};
+  model m;
+  bml_token *t = learning_token(&w, &h, &m, 21);
+  int tokens = 0;
+  long long on_card_in_check = 0;
+  for (; bml_token_learning(t) && tokens < 60; tokens++) {
+    const long long card = counter(w, "products_on_card");
+    run_all(t, &m);
+    expect_exact(&m, "while learning");
+    if (tokens >= 16) on_card_in_check += counter(w, "products_on_card") - card; /* the check's tokens */
+  }
+  /* 11 trials, 5 more runs of the CPU's groups, then 10 whole tokens */
+  cr_expect_eq(tokens, 2 * TOKEN_TRIALS + 1 + TOKEN_TRIALS + 2 * TOKEN_CHECKS, "the token learnt in %d tokens", tokens);
+  cr_expect_eq(on_card_in_check, TOKEN_CHECKS * PRODUCTS, "the check's tokens with every group on the card");
+  const long long card = counter(w, "products_on_card");
+  run_all(t, &m);
+  expect_exact(&m, "learnt");
+  cr_expect_eq(counter(w, "products_on_card") - card, back_to_card ? PRODUCTS : 0, "where the groups stayed");
+  cr_expect_eq(bml_token_learning(t), 0);
+  bml_token_close(t);
+  free_model(&m);
+  bml_worker_close(w);
+}
+
+Test(token, a_split_token_slower_as_a_whole_than_the_card_goes_back_to_the_card) {
+  check_whole_tokens(1e-2, 1e-3, true);
+}
+
+Test(token, a_split_token_faster_as_a_whole_keeps_its_groups_on_the_cpu) { check_whole_tokens(1e-3, 1e-2, false); }
+
+/* A token with every group decided for the card has nothing to check, and
+ * a fixed share learns nothing: neither says it learns once settled. */
+Test(token, a_token_of_the_card_alone_or_a_fixed_share_stops_learning) {
+  bml_worker *w;
+  bml__worker_hooks h = {.kernel = BML_KERNEL_COUNT, .token_seconds = {1e-5, 1e-4}};
+  model m;
+  bml_token *t = learning_token(&w, &h, &m, 22);
+  cr_expect_eq(bml_token_learning(t), 1, "a new token learns");
+  int tokens = 0;
+  for (; bml_token_learning(t) && tokens < 60; tokens++) run_all(t, &m);
+  cr_expect_eq(tokens, 2 * TOKEN_TRIALS + 1, "every group on the card after its trials: learnt in %d tokens", tokens);
+  cr_assert_eq(bml_worker_set_share(w, 1.0), 0);
+  run_all(t, &m);
+  expect_exact(&m, "a fixed share");
+  cr_expect_eq(bml_token_learning(t), 0);
+  cr_expect_eq(bml_token_learning(NULL), 0);
   bml_token_close(t);
   free_model(&m);
   bml_worker_close(w);

@@ -84,6 +84,8 @@ typedef struct {
                            (CL_OUT_OF_RESOURCES), after its kernel was launched and asked */
   double token_seconds[2]; /* a token's timed trials take these seconds, on the card and on the CPU,
                               instead of their own (0: as measured): the decision, without the noise */
+  double token_check_seconds[2]; /* a whole token in a token's check takes these seconds, as decided
+                                    and every group on the card (0: its groups' as above) */
   int token_rows;       /* a token's groups planned at one row a work-item: 1 every group, 2 none,
                            3 every group at one row and one lane (where the card has two lanes),
                            0 as bml__token_rows_plan decides (on PoCL's one work-group: none) */

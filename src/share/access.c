@@ -74,6 +74,10 @@ double bml__worker_token_seconds(const bml_worker *w, bool on_card, double measu
   return fixed > 0 ? fixed : measured;
 }
 
+double bml__worker_token_check_seconds(const bml_worker *w, bool all_card) {
+  return w->hooks.token_check_seconds[all_card ? 1 : 0];
+}
+
 int bml__worker_token_rows(const bml_worker *w) { return w->hooks.token_rows; }
 
 bool bml__worker_token_fault(bml_worker *w) { return w->hooks.fail_tokens > 0 && w->hooks.fail_tokens-- > 0; }

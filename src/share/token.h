@@ -43,6 +43,9 @@ int bml__worker_token_where(const bml_worker *w);
 /* A token's trial's seconds as the decision takes them: `measured`, or a
  * test hook's (base/hooks.h, token_seconds). */
 double bml__worker_token_seconds(const bml_worker *w, bool on_card, double measured);
+/* A whole token's seconds in a token's check, as decided or every group on
+ * the card, by a test hook (base/hooks.h, token_check_seconds): 0 where unset. */
+double bml__worker_token_check_seconds(const bml_worker *w, bool all_card);
 /* A test hook's choice of a token's rows a work-item (base/hooks.h, token_rows). */
 int bml__worker_token_rows(const bml_worker *w);
 /* Whether a test hook fails this resident run (base/hooks.h, fail_tokens). */

@@ -20,6 +20,8 @@
 #define TOKEN_GROUPS_MOST 4096u
 #define TOKEN_HEAD 256u /* bytes of the words above, in both */
 #define TOKEN_FLAG_BYTES 64u /* dev's bytes a launch zeroes: the flag's (not TOKEN_DONES) */
+#define TOKEN_TRIALS 5 /* a group's timed runs each way before it decides (token.c) */
+#define TOKEN_CHECKS 5 /* whole tokens timed each way in a token's check (token.c) */
 
 struct bml_token {
   bml_worker *w; /* NULL once the worker closed before the token */
@@ -48,9 +50,17 @@ struct bml_token {
   uint32_t ticket0; /* the running launch's first (one below it: the tickets wrapped, a new launch) */
   /* where each group runs: learnt from its first runs (card or CPU) */
   uint8_t *where;   /* WHERE_* */
-  float *times;     /* TRIALS card times, then TRIALS CPU times, per group (seconds) */
+  float *times;     /* TOKEN_TRIALS card times, then as many CPU times, per group (seconds) */
   uint8_t *tried;   /* runs timed so far, per group */
   bool check_only;  /* resident or nothing (bml__token_check_only) */
+  /* the whole token's check of the groups' decisions (token.c) */
+  bool learns;            /* its open or last run found its groups learning where they run */
+  uint8_t check;          /* CHECK_* */
+  bool all_card;          /* this token runs every group on the card: the check's other half */
+  unsigned checked;       /* whole tokens timed in the check */
+  size_t token_runs;      /* groups run since group 0 */
+  double token_s;         /* and their seconds */
+  float check_s[2][TOKEN_CHECKS]; /* the check's tokens' seconds: as decided, every group on the card */
   /* results the token keeps (products whose out is NULL: bml_token_out) */
   float *kept;        /* a group's rows at most, for runs not resident; NULL: none kept */
   const float *last;  /* where the last run's group's results are (NULL: none yet) */
