@@ -441,6 +441,32 @@ Test(bench, bench_model_token_on_pocl_is_exact) {
   json_decref(root);
 }
 
+/* A split token learns where its groups run (the share not fixed): its
+ * round trips are timed once it has learnt, after more warm-up tokens,
+ * and stay exact; the verbose lines say how many it took. */
+Test(bench, a_split_models_token_is_timed_after_it_learnt) {
+  use_pocl();
+  struct run r = run_cli((const char *const[]){"bench", "--split", "--model", "bonsai-1.7b", "--runs", "1", "--warmup",
+                                               "0", "--threads", "2", "--json", "--verbose", NULL});
+  if (strstr(r.err, "no card is used") && strstr(r.err, "no usable GPU is selected")) {
+    run_free(&r);
+    cr_skip_test("no PoCL device here");
+  }
+  cr_assert_eq(r.status, 0, "exit %d, stderr: %s", r.status, r.err);
+  cr_expect(strstr(r.err, "split-round-trips bonsai-1.7b: ") &&
+                strstr(r.err, "more warm-up tokens while the token learnt"),
+            "no learning said: %s", r.err);
+  cr_expect(strstr(r.err, "still learns") == NULL, "%s", r.err);
+  json_t *root = json_loads(r.out, 0, NULL);
+  cr_assert_not_null(root, "%s", r.out);
+  static const char *const modes[] = {"split-round-trips", "split-pipelined"};
+  expect_modes(root, modes, 2);
+  json_t *row = json_array_get(json_object_get(root, "results"), 0);
+  cr_expect_str_eq(json_string_value(json_object_get(row, "token")), "resident");
+  json_decref(root);
+  run_free(&r);
+}
+
 /* The bench's exactness check can fail: with one bit of each result
  * changed (the test suite's BANKML_TEST_SPOIL_BENCH=1) every row of the
  * CPU, the card, the split and a model's token says so, in the JSON and in

@@ -206,6 +206,11 @@ static void group_phases(const double before[WORKER_SECONDS], const double after
   us[BENCH_PHASES - 1] = total_ms * 1e3 / ((double)runs * (double)groups) - accounted;
 }
 
+/* Warm-up tokens at most, beyond --warmup, for a split token to learn
+ * where its groups run (about 27: 11 trials, 5 runs of each CPU group, 10
+ * whole tokens; bml_token_learning). */
+#define LEARNING_MOST 64
+
 static int measure(const struct bench_config *cfg, struct token *t, bml_pool *pool, bml_worker *w,
                    token_fn fn, bool round_trips, const char *mode, struct bench_report *rep) {
   double *ms = calloc((size_t)cfg->runs, sizeof *ms);
@@ -218,6 +223,16 @@ static int measure(const struct bench_config *cfg, struct token *t, bml_pool *po
   progress_step("%s %s's token", mode, t->m->name);
   /* the card's modes add one untimed run, the matrices' upload (bankml-cl(1)) */
   for (long i = 0; rc == 0 && i < cfg->warmup + (w ? 1 : 0); i++) rc = fn(t, pool, w, round_trips);
+  /* a split token learns where its groups run: timed once it has settled */
+  long learnt = 0;
+  for (; rc == 0 && w && round_trips && bml_token_learning(t->tk) && learnt < LEARNING_MOST; learnt++)
+    rc = fn(t, pool, w, round_trips);
+  if (rc == 0 && learnt > 0)
+    bench_progress(cfg, "%s %s: %ld more warm-up tokens while the token learnt where its groups run", mode, t->m->name,
+                   learnt);
+  if (rc == 0 && w && round_trips && bml_token_learning(t->tk))
+    fprintf(stderr, "bankml-cl bench --model %s (%s): the token still learns where its groups run after %ld warm-up "
+            "tokens; its times include the learning\n", t->m->name, mode, cfg->warmup + 1 + learnt);
   double before[WORKER_SECONDS], after[WORKER_SECONDS], total_ms = 0;
   worker_seconds(w, before);
   for (long i = 0; rc == 0 && i < cfg->runs; i++) {
