@@ -68,6 +68,18 @@ struct bml_token {
   bml_token *link;  /* the worker's list of tokens */
 };
 
+/* Where a group runs: learning, on the card (resident), on the CPU pool,
+ * or as the worker's batches. */
+enum { WHERE_LEARN = 0, WHERE_CARD, WHERE_CPU, WHERE_BATCH };
+
+/* ---- token_learn.c --------------------------------------------------------- */
+/* Where group g runs now (WHERE_*): its decision, or its next trial; a
+ * run of group 0 begins a token (of the check's, or not). */
+int bml__token_where(bml_token *t, size_t g);
+/* Group g ran at `ran` (WHERE_*) in seconds: its trials, and the whole
+ * token's check (which may send every group to the card). */
+void bml__token_learn(bml_token *t, size_t g, int ran, double seconds);
+
 /* ---- token_load.c ---------------------------------------------------------- */
 /* The token's matrices, records and buffers on the card.  Returns 0, or an
  * error (then nothing is held and the token runs through batches). */
