@@ -11,6 +11,8 @@
  *                                     scope (membar.sys: the global fence is
  *                                     the card's scope alone) and its waits
  *                                     timed by the card's clock (%globaltimer)
+ *   BML_L2_PREFETCH                   q1_0_token's next group asked into the
+ *                                     L2 while it waits (prefetch.global.L2)
  *   BML_BULK_COPY, bml_bulk_*         with -DBML_NVIDIA_TMA=1 (compute
  *                                     capability 9.0 and later): the table's
  *                                     sources copied into local memory by the
@@ -29,6 +31,8 @@ static inline uint bml_byte_into(uint y, uint h, uint m) {
 }
 
 #define BML_SYS_FENCE() asm volatile("membar.sys;" ::: "memory")
+/* The line of global memory at p into L2 (q1_0_token's next group). */
+#define BML_L2_PREFETCH(p) asm volatile("prefetch.global.L2 [%0];" ::"l"((ulong)(size_t)(p)))
 static inline ulong bml_clock_ns(void) {
   ulong t;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));

@@ -61,6 +61,8 @@
  *   BML_SYS_FENCE(), BML_SPIN_START(limit), BML_SPIN_OVER(n, limit)
  *                            q1_0_token's fence of the system's scope and its waits' limit
  *                            (default: the global fence, and `limit` reads)
+ *   BML_L2_PREFETCH(p)       the line of global memory at p asked into the L2 cache: q1_0_token's
+ *                            next group while it waits (default: nothing asked)
  *   BML_OUTER(d0, ab, acc)   the outer step (default BML_FMA; not with -DBML_EMULATE_FMA=1)
  */
 

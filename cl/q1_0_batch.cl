@@ -102,6 +102,7 @@ void q1_0_mat_vec_lrb(__global const uint4 *restrict bits, __global const float 
 #define BML_TOKEN_EXIT 32u
 #define BML_TOKEN_FLAG 0u
 #define BML_TOKEN_DONES 16u
+#define BML_TOKEN_GROUPS 17u
 #define BML_TOKEN_WORD(ticket, group) (((ticket) << 12) | (group))
 #define BML_TOKEN_TABLE 64u
 #define BML_TOKEN_GROUP_WORDS 8u
@@ -118,6 +119,25 @@ void q1_0_mat_vec_lrb(__global const uint4 *restrict bits, __global const float 
 #define BML_SPIN_OVER(n, limit) ((n) >= (limit))
 #endif
 
+/* Group g's weights and scales into the card's L2 cache, this
+ * work-group's share of them, while it waits for the host: a token's
+ * groups come in their order, so the group after the last one is the
+ * likely next (where the host asks for another, the prefetch costs only
+ * the reads).  A device without the hook BML_L2_PREFETCH (cl/nvidia.cl)
+ * does nothing here. */
+static inline void bml_token_warm(__global const uint4 *bits, __global const float *d0, __global const uint *dev,
+                                  const uint g, const uint wg, const uint nwg, const uint lid, const uint L) {
+#ifdef BML_L2_PREFETCH
+  __global const uint *gt = dev + BML_TOKEN_TABLE + BML_TOKEN_GROUP_WORDS * g;
+  __global const uint *d_ = dev + gt[0];
+  const uint n = d_[1] * d_[2], lb = (n + 7u) / 8u, ls = (n + 31u) / 32u; /* lines of 128 bytes */
+  __global const char *b = (__global const char *)(bits + d_[3]), *s = (__global const char *)(d0 + d_[4]);
+  for (uint k = wg * L + lid; k < lb + ls; k += nwg * L) BML_L2_PREFETCH(k < lb ? b + 128u * k : s + 128u * (k - lb));
+#else
+  (void)bits, (void)d0, (void)dev, (void)g, (void)wg, (void)nwg, (void)lid, (void)L;
+#endif
+}
+
 __kernel __attribute__((reqd_work_group_size(8 / BML_LRLPT * BML_LRROWS, 1, 1)))
 void q1_0_token(__global const uint4 *restrict bits, __global const float *restrict d0,
                 __global volatile uint *host, __global uint *dev, __global float *out_base, const uint ticket0,
@@ -130,8 +150,11 @@ void q1_0_token(__global const uint4 *restrict bits, __global const float *restr
   const uint lid = get_local_id(0), wg = get_group_id(0), nwg = get_num_groups(0), L = get_local_size(0);
   __global volatile uint *vdev = dev;
   __global volatile uint *done = host + dev[BML_TOKEN_DONES] + wg;
+  const uint ngroups = dev[BML_TOKEN_GROUPS];
+  uint next = 0u; /* the group likely asked for next */
   for (uint i = 0u;; i++) {
     const uint ticket = ticket0 + i;
+    if (next < ngroups) bml_token_warm(bits, d0, dev, next, wg, nwg, lid, L);
     if (wg == 0u) {
       if (lid == 0u) {
         uint n = 0u, r;
@@ -184,7 +207,8 @@ void q1_0_token(__global const uint4 *restrict bits, __global const float *restr
       barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);
     }
     if (!go) return; /* (uniform) */
-    __global const uint *gt = dev + BML_TOKEN_TABLE + BML_TOKEN_GROUP_WORDS * grp;
+    const uint cur = grp;
+    __global const uint *gt = dev + BML_TOKEN_TABLE + BML_TOKEN_GROUP_WORDS * cur;
     __global const uint *desc = dev + gt[0];
     for (uint v = wg; v < gt[2]; v += nwg) {
       __global const uint *d_ = bml_desc_of(desc, gt[1], v);
@@ -207,6 +231,7 @@ void q1_0_token(__global const uint4 *restrict bits, __global const float *restr
       *done = ticket;
       BML_SYS_FENCE(); /* out now: the card's caches may keep a write to host memory until a fence */
     }
+    next = cur + 1u < ngroups ? cur + 1u : 0u;
   }
 }
 

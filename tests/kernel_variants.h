@@ -7,7 +7,8 @@
 #define BML_TEST_KERNEL_VARIANTS_H
 
 /* cl/nvidia.cl's hooks written in C, on any device: the byte permute of the
- * full tiles' lookups, and the TMA's copies of the table's sources made by
+ * full tiles' lookups, the resident token's requests to the L2 made as
+ * reads of the same bytes, and the TMA's copies of the table's sources made by
  * work-item 0 (which issues them) into the same slots at the same steps,
  * with nothing to wait for: the barriers of cl/q1_0*.cl alone order them
  * before their reads, and after the slot's earlier reads.  With the options below
@@ -23,7 +24,8 @@ static const char bml_test_nvidia_in_c[] =
     "static inline void bml_bulk_copy(__local void *dst, __global const void *src, uint bytes, __local ulong *bar) {\n"
     "  for (uint i = 0; i < bytes / 4u; i++) ((__local uint *)dst)[i] = ((__global const uint *)src)[i];\n"
     "}\n"
-    "static inline void bml_bulk_wait(__local ulong *bar, uint parity) {}\n";
+    "static inline void bml_bulk_wait(__local ulong *bar, uint parity) {}\n"
+    "#define BML_L2_PREFETCH(p) ((void)*(volatile __global const char *)(p))\n";
 
 /* The outer step as a multiply and an add, which the oracle must refuse. */
 static const char bml_test_unfused_outer[] = "#define BML_OUTER(d0, ab, acc) ((d0) * (ab) + (acc))\n";

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "golden.h"
+#include "kernel_variants.h"
 #include "logbuf.h"
 #include "base/hooks.h"
 #include "card/card.h"
@@ -246,6 +247,23 @@ Test(token, groups_planned_at_one_row_and_one_lane_a_work_item_keep_every_bit) {
     cr_expect_eq(bml__token_plan(t, g), BML_TOKEN_ROWS_ONE_LANE, "group %zu", g);
     cr_expect_eq(bml__token_rpt(t, g), 1, "group %zu", g);
   }
+  bml_token_close(t);
+  free_model(&m);
+  bml_worker_close(w);
+}
+
+/* NVIDIA's build written in C (tests/kernel_variants.h): the resident
+ * kernel's requests for the next group's weights and scales made as reads
+ * of the same bytes, every group resident, the same bits. */
+Test(token, nvidias_build_written_in_c_keeps_every_bit_resident) {
+  const bml__oracle_hooks oh = {.quick = true, .device_source = bml_test_nvidia_in_c,
+                                .extra_options = BML_TEST_NVIDIA_IN_C_OPTIONS};
+  bml__oracle_set_hooks(&oh);
+  bml_worker *w = open_worker();
+  model m;
+  make_model(&m, 256, 13);
+  keep_some(&m);
+  bml_token *t = open_and_run(w, &m, 3, "NVIDIA's build in C");
   bml_token_close(t);
   free_model(&m);
   bml_worker_close(w);

@@ -9,6 +9,7 @@
 #define TOKEN_REQ 0u
 #define TOKEN_EXIT 32u
 #define TOKEN_DONES 16u /* in dev: the host word of work-group 0's done word (done_at) */
+#define TOKEN_GROUPS 17u /* in dev: the token's groups */
 #define TOKEN_TABLE 64u
 #define TOKEN_GROUP_WORDS 8u
 #define TOKEN_ABORT 0xffffffffu

@@ -132,6 +132,7 @@ int bml__token_load(bml_token *t) {
     memset(t->h, 0, TOKEN_HEAD); /* (the done words: each launch sets them) */
   }
   words[TOKEN_DONES] = (uint32_t)t->done_at;
+  words[TOKEN_GROUPS] = (uint32_t)t->ngroups;
   size_t rb0 = 0;
   bml__desc *desc = (bml__desc *)((char *)words + records);
   for (size_t g = 0; rc == CL_SUCCESS && g < t->ngroups; g++) {
