@@ -14,7 +14,6 @@
  * just before it came. */
 #define TOKEN_TRIES 2
 
-
 /* Neighbours that share an activation (pointer and n) are one group, at
  * most 16 products (as the worker's batches group them). */
 static size_t count_groups(const bml_product *p, size_t count, size_t *first) {
@@ -205,7 +204,6 @@ size_t bml_token_group_first(const bml_token *t, size_t g) { return t && g <= t-
 
 int bml_token_resident(const bml_token *t) { return t && t->resident; }
 
-
 int bml_token_run(bml_token *t, size_t g) {
   if (!t || g >= t->ngroups) return BML_EINVAL;
   if (!t->w) return BML_ESTATE;
@@ -243,10 +241,7 @@ int bml_token_run(bml_token *t, size_t g) {
   t->last_group = g;
   if (rc != 0) t->last = NULL;
   if (rc == 1) rc = BML_ENOTSUP; /* check only: not resident here */
-  if (rc == 0) {
-    const double seconds = bml__now() - t0;
-    bml__token_learn(t, g, ran, seconds);
-  }
+  if (rc == 0) bml__token_learn(t, g, ran, bml__now() - t0);
   bml__worker_leave(w);
   return rc;
 }

@@ -46,7 +46,7 @@ int bml__token_where(bml_token *t, size_t g) {
  * driver, an H100, bonsai-1.7b's split token took 1.08x the card alone's
  * with the trials' decisions alone). */
 static void learn_group(bml_token *t, size_t g, int ran, double seconds) {
-  if (ran == WHERE_BATCH || bml__worker_token_where(t->w) != WHERE_LEARN) return;
+  if (ran == WHERE_BATCH || !t->learns) return;
   float *card = t->times + g * 2 * TOKEN_TRIALS, *cpu = card + TOKEN_TRIALS;
   if (t->where[g] == WHERE_CPU && ran == WHERE_CPU && t->tried[g] < 3 * TOKEN_TRIALS + 1) {
     const unsigned k = t->tried[g]++ - (2 * TOKEN_TRIALS + 1); /* card[] sorted, its median kept */
