@@ -10,8 +10,9 @@
  * group goes back to the card for good.  A group's trials time it alone;
  * what a CPU group costs the card's groups around it (their kernel's
  * return to work, the pool's threads beside the host's wait) shows only in
- * the whole token (with NVIDIA's driver, an H100, bonsai-8b's split token
- * took 1.06x the card alone's with the groups' decisions alone). */
+ * the whole token, and a split token must not lose to the card alone:
+ * this check bounds it by the card alone's time, whatever the groups
+ * decided. */
 enum { CHECK_NONE = 0, CHECK_RUNNING, CHECK_DONE };
 
 static int cmpf(const void *a, const void *b) {
