@@ -43,9 +43,7 @@ int bml__token_where(bml_token *t, size_t g) {
  * back to back on a warm pool (every group of a trial's token on the
  * CPU), its runs now follow the card's groups, after the pool's helpers
  * have gone idle.  Where the median of its next TOKEN_TRIALS runs is
- * slower than the card's trials, it goes back to the card (with NVIDIA's
- * driver, an H100, bonsai-1.7b's split token took 1.08x the card alone's
- * with the trials' decisions alone). */
+ * slower than the card's trials, it goes back to the card. */
 static void learn_group(bml_token *t, size_t g, int ran, double seconds) {
   if (ran == WHERE_BATCH || !t->learns) return;
   float *card = t->times + g * 2 * TOKEN_TRIALS, *cpu = card + TOKEN_TRIALS;
