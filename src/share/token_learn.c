@@ -20,6 +20,18 @@ static int cmpf(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
+/* The median of n times (n odd), which it leaves sorted. */
+static float median(float *v, size_t n) {
+  qsort(v, n, sizeof *v, cmpf);
+  return v[n / 2];
+}
+
+/* Whether group g, decided for the CPU, is still in the runs that may
+ * send it back to the card (learn_group). */
+static bool rechecking(const bml_token *t, size_t g) {
+  return t->where[g] == WHERE_CPU && t->tried[g] < 3 * TOKEN_TRIALS + 1;
+}
+
 void bml__token_check_only(bml_token *t) { t->check_only = true; }
 
 /* A group's first runs are timed on the card (resident) and on the CPU
@@ -47,15 +59,15 @@ int bml__token_where(bml_token *t, size_t g) {
 static void learn_group(bml_token *t, size_t g, int ran, double seconds) {
   if (ran == WHERE_BATCH || !t->learns) return;
   float *card = t->times + g * 2 * TOKEN_TRIALS, *cpu = card + TOKEN_TRIALS;
-  if (t->where[g] == WHERE_CPU && ran == WHERE_CPU && t->tried[g] < 3 * TOKEN_TRIALS + 1) {
+  if (ran == WHERE_CPU && rechecking(t, g)) {
     const unsigned k = t->tried[g]++ - (2 * TOKEN_TRIALS + 1); /* card[] sorted, its median kept */
     cpu[k] = (float)bml__worker_token_seconds(t->w, false, seconds);
     if (k + 1 < TOKEN_TRIALS) return;
-    qsort(cpu, TOKEN_TRIALS, sizeof *cpu, cmpf);
-    if (cpu[TOKEN_TRIALS / 2] <= card[TOKEN_TRIALS / 2]) return;
+    const float on_cpu = median(cpu, TOKEN_TRIALS), on_card = card[TOKEN_TRIALS / 2];
+    if (on_cpu <= on_card) return;
     t->where[g] = WHERE_CARD;
     bml__debug(BML_CAT_WORKER, "a token's group %zu (\"%s\"): back to the card (median %.1f us on the CPU since, %.1f "
-               "on the card)", g, t->p[t->first[g]].name, cpu[TOKEN_TRIALS / 2] * 1e6, card[TOKEN_TRIALS / 2] * 1e6);
+               "on the card)", g, t->p[t->first[g]].name, on_cpu * 1e6, on_card * 1e6);
     return;
   }
   if (t->where[g] != WHERE_LEARN) return;
@@ -65,28 +77,22 @@ static void learn_group(bml_token *t, size_t g, int ran, double seconds) {
   if (n < TOKEN_TRIALS)
     (ran == WHERE_CARD ? card : cpu)[n] = (float)bml__worker_token_seconds(t->w, ran == WHERE_CARD, seconds);
   if (k < 2 * TOKEN_TRIALS) return;
-  qsort(card, TOKEN_TRIALS, sizeof *card, cmpf);
-  qsort(cpu, TOKEN_TRIALS, sizeof *cpu, cmpf);
-  t->where[g] = card[TOKEN_TRIALS / 2] <= cpu[TOKEN_TRIALS / 2] ? WHERE_CARD : WHERE_CPU;
+  const float on_card = median(card, TOKEN_TRIALS), on_cpu = median(cpu, TOKEN_TRIALS);
+  t->where[g] = on_card <= on_cpu ? WHERE_CARD : WHERE_CPU;
   bml__debug(BML_CAT_WORKER, "a token's group %zu (\"%s\", %zu products): the %s (median %.1f us on the card, %.1f on "
              "the CPU)", g, t->p[t->first[g]].name, t->first[g + 1] - t->first[g],
-             t->where[g] == WHERE_CARD ? "card" : "CPU", card[TOKEN_TRIALS / 2] * 1e6, cpu[TOKEN_TRIALS / 2] * 1e6);
+             t->where[g] == WHERE_CARD ? "card" : "CPU", on_card * 1e6, on_cpu * 1e6);
 }
 
 /* Whether every group has decided, and those for the CPU are past the
- * runs that may send them back (learn). */
+ * runs that may send them back. */
 static bool settled(const bml_token *t, bool *some_cpu) {
   *some_cpu = false;
   for (size_t g = 0; g < t->ngroups; g++) {
-    if (t->where[g] == WHERE_LEARN || (t->where[g] == WHERE_CPU && t->tried[g] < 3 * TOKEN_TRIALS + 1)) return false;
+    if (t->where[g] == WHERE_LEARN || rechecking(t, g)) return false;
     *some_cpu |= t->where[g] == WHERE_CPU;
   }
   return true;
-}
-
-static float median(float *v, size_t n) {
-  qsort(v, n, sizeof *v, cmpf);
-  return v[n / 2];
 }
 
 /* A whole token has run (every group once since group 0): the check
