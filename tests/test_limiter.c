@@ -534,3 +534,78 @@ Test(balance, a_card_first_forever_stays_finite) {
   cr_expect(isfinite(b.card_rate) && b.share == 1.0, "share %g, card rate %g", b.share, b.card_rate);
   cr_expect_eq(b.cpu_rate, cpu_rate, "an overflow taught the CPU's rate: %g", b.cpu_rate);
 }
+
+/* A kind of batch whose split takes 62 ms where its CPU rate says the CPU
+ * alone would take 50 (the rate measured beside the card): it tries the CPU
+ * alone once, which takes 25, and stays there for BML_HOLD_FIRST
+ * submissions, then lets the card show it pays (it does not: 62 again), and
+ * stays twice as long after each such try. */
+Test(balance, a_kind_whose_card_takes_the_pools_time_runs_on_the_cpu_alone) {
+  const double w = 1.0e9, rate = w / 50e-3;
+  bml__balance b;
+  bml__balance_init(&b, 0.06);
+  cr_expect_not(bml__balance_cpu_first(&b, w, rate), "no split timed yet");
+  bml__balance_cpu_timed(&b, false, 62e-3);
+  cr_expect(bml__balance_cpu_first(&b, w, rate), "the CPU alone not tried");
+  bml__balance_cpu_timed(&b, true, 25e-3);
+  cr_expect(b.cpu);
+  for (int round = 0; round < 3; round++) {
+    const int hold = BML_HOLD_FIRST << round;
+    int on_cpu = 0;
+    for (int i = 0; i < hold; i++) {
+      const bool cpu = bml__balance_cpu_first(&b, w, rate);
+      on_cpu += cpu;
+      bml__balance_cpu_timed(&b, cpu, cpu ? 25e-3 : 62e-3);
+    }
+    cr_expect_eq(on_cpu, hold, "round %d: %d of %d on the CPU alone", round, on_cpu, hold);
+    cr_expect_not(bml__balance_cpu_first(&b, w, rate), "round %d: the card not tried again", round);
+    bml__balance_cpu_timed(&b, false, 62e-3);
+    cr_expect(b.cpu, "round %d: a card that did not pay taken back", round);
+  }
+  /* a card that now pays (a quieter host: 10 ms) takes part again at its
+   * next turn, and the CPU alone is no longer tried: the card beats what
+   * the CPU's rate says */
+  int turn = -1;
+  for (int i = 0; i <= (BML_HOLD_FIRST << 3) && turn < 0; i++) {
+    if (!bml__balance_cpu_first(&b, w, rate)) turn = i;
+    bml__balance_cpu_timed(&b, turn < 0, turn < 0 ? 25e-3 : 10e-3);
+  }
+  cr_expect_eq(turn, BML_HOLD_FIRST << 3, "the card's turn after %d", turn);
+  cr_expect_not(b.cpu, "the card that pays kept out");
+  int tried = 0;
+  for (int i = 0; i < 1000; i++) {
+    const bool cpu = bml__balance_cpu_first(&b, w, rate);
+    tried += cpu;
+    bml__balance_cpu_timed(&b, cpu, cpu ? 25e-3 : 10e-3);
+  }
+  cr_expect_eq(tried, 0, "the CPU alone tried %d times beside a card of 10 ms", tried);
+}
+
+/* A CPU alone that does not pay (the card's part took none of the pool's
+ * time) is tried again only after BML_HOLD_FIRST submissions, then twice as
+ * many; a fast card (its time below the CPU's prediction) never; nothing
+ * is learnt from no time. */
+Test(balance, a_cpu_alone_that_does_not_pay_is_tried_ever_less_often) {
+  const double w = 1.0e9, rate = w / 20e-3;
+  bml__balance b;
+  bml__balance_init(&b, 0.5);
+  bml__balance_cpu_timed(&b, false, 0.0);
+  bml__balance_cpu_timed(&b, false, NAN);
+  cr_expect_eq(b.with_card_s, 0.0);
+  int at[4], n = 0;
+  for (int i = 0; i < 200 && n < 4; i++) {
+    const bool cpu = bml__balance_cpu_first(&b, w, rate);
+    if (cpu) at[n++] = i;
+    bml__balance_cpu_timed(&b, cpu, cpu ? 20e-3 : 21e-3); /* the CPU alone saves under 5 % */
+    cr_expect_not(b.cpu, "submission %d: the CPU alone kept", i);
+  }
+  cr_assert_eq(n, 4);
+  for (int k = 1; k < 4; k++)
+    cr_expect_eq(at[k] - at[k - 1], (BML_HOLD_FIRST << (k - 1)) + 1, "try %d after %d", k, at[k] - at[k - 1]);
+  bml__balance_init(&b, 0.9);
+  for (int i = 0; i < 100; i++) {
+    cr_expect_not(bml__balance_cpu_first(&b, w, rate));
+    bml__balance_cpu_timed(&b, false, 0.5e-3);
+  }
+  cr_expect_not(bml__balance_cpu_first(&b, w, 0.0), "a CPU of no known rate tried");
+}

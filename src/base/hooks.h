@@ -93,8 +93,12 @@ typedef struct {
   int busy_finishes;    /* the next N finishes meet another thread's call: BML_EBUSY */
   uint64_t offset_limit; /* a submission's card activations (bytes) and results (floats) stay
                             within it; 0: UINT32_MAX (the kernels' offsets of 32 bits) */
-  double cpu_rate;       /* the CPU's weights a second as the rest's wait sees it (0: as measured) */
-  bool hold_balance;     /* the balances learn nothing (their shares stay where set) */
+  double cpu_rate;       /* the CPU's weights a second as the rest's wait and a kind of batch's try of
+                            the CPU alone see it (0: as measured) */
+  bool hold_balance;     /* the balances learn nothing (their shares stay where set; no kind of batch
+                            tries the CPU alone) */
+  bool keep_card;        /* no kind of batch tries the CPU alone (tests of the share's learning, on a
+                            card whose part takes the pool's time) */
   void (*in_mat_vec)(void *ctx); /* called by bml_worker_mat_vec between its begin and its CPU
                                     rows, outside the worker: what another thread's calls meet */
   void *in_mat_vec_ctx;

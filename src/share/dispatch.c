@@ -21,7 +21,7 @@ static size_t want_rows(bml_worker *w, submission *s, size_t first, size_t count
   for (size_t i = first; i < first + count; i++) {
     const bml_product *p = &s->p[i];
     /* a single product follows its shape's calibration; a batch, its kind's balance alone */
-    bool card = w->share_fixed || !s->shape || bml__shape_wants_card(s->shape);
+    bool card = !s->cpu_chosen && (w->share_fixed || !s->shape || bml__shape_wants_card(s->shape));
     *decided |= !card;
     s->card_rows[i] = card ? rows_for(w, s, p->rows) : 0;
     total += s->card_rows[i];
@@ -135,6 +135,19 @@ static bool rest_or_wait(bml_worker *w, submission *s) {
   return false;
 }
 
+/* Whether the batch's kind sends it whole to the CPU (the CPU's rate: a
+ * test hook's, else the kind's own, measured beside the card, else the
+ * worker's). */
+static bool cpu_first(bml_worker *w, submission *s) {
+  if (s->shape || !s->balance || w->share_fixed || w->retired || !s->own_cpu || w->hooks.hold_balance ||
+      w->hooks.keep_card)
+    return false;
+  double weights = 0;
+  for (size_t i = 0; i < s->count; i++) weights += (double)s->p[i].rows * (double)s->p[i].n;
+  const double own = s->balance->cpu_rate > 0 ? s->balance->cpu_rate : w->cpu_rate;
+  return bml__balance_cpu_first(s->balance, weights, w->hooks.cpu_rate > 0 ? w->hooks.cpu_rate : own);
+}
+
 /* Splits the products into groups (neighbours with one activation) and plans each. */
 static int plan(bml_worker *w, submission *s) {
   if (w->child) bml__worker_say_child(w);
@@ -147,6 +160,7 @@ static int plan(bml_worker *w, submission *s) {
   s->ngroups = 0;
   w->plans++;
   s->act_bytes = s->nrec = s->out_rows = 0;
+  s->cpu_chosen = cpu_first(w, s);
   bool resting = rest_or_wait(w, s);
   for (size_t i = 0; i < s->count;) {
     const size_t j = bml__plan_group_end(s->p, s->count, i);

@@ -57,6 +57,17 @@ void bml__balance_init(bml__balance *b, double share) {
   b->hold = 0;
   b->hold_next = BML_HOLD_FIRST;
   b->gain = 0.0;
+  b->cpu = b->trying = false;
+  b->cpu_hold = 0;
+  b->cpu_hold_next = BML_HOLD_FIRST;
+  b->with_card_s = b->cpu_s = 0.0;
+}
+
+/* After a try that did not pay: the hold its next one set, and the one
+ * after it twice as long (at most BML_HOLD_MAX). */
+static void hold_longer(int *hold, int *next) {
+  *hold = *next;
+  *next = *next < BML_HOLD_MAX / 2 ? 2 * *next : BML_HOLD_MAX;
 }
 
 #define BALANCE_STEP_FIRST 1.25
@@ -93,8 +104,7 @@ void bml__balance_learn(bml__balance *b, double wg, double wc, bool card_first, 
     const double t_split = card_first ? t_cpu : t_card;
     if (b->alone_s > 0.0 && !(t_split < (1.0 - BML_SPLIT_GAIN) * b->alone_s)) {
       b->share = 1.0, b->step = 0.0, b->leave = 0, b->gain = 0.0;
-      b->hold = b->hold_next;
-      b->hold_next = b->hold_next < BML_HOLD_MAX / 2 ? 2 * b->hold_next : BML_HOLD_MAX;
+      hold_longer(&b->hold, &b->hold_next);
       keep_cpu_rate(b, measured_cpu, own_rc);
       return;
     }
@@ -143,6 +153,37 @@ void bml__balance_learn(bml__balance *b, double wg, double wc, bool card_first, 
   keep_cpu_rate(b, measured_cpu, own_rc);
   b->share = share;
   b->gain = share < 1.0 ? alone - split : 0.0;
+}
+
+bool bml__balance_cpu_first(bml__balance *b, double weights, double cpu_rate) {
+  b->trying = false;
+  if (b->cpu_hold > 0) {
+    b->cpu_hold--;
+    return b->cpu;
+  }
+  if (b->cpu) { /* the card's turn to show that it pays */
+    b->trying = true;
+    return false;
+  }
+  b->trying = b->with_card_s > 0.0 && cpu_rate > 0.0 && weights / cpu_rate < b->with_card_s;
+  return b->trying;
+}
+
+void bml__balance_cpu_timed(bml__balance *b, bool on_cpu, double seconds) {
+  if (!(seconds > 0.0)) return; /* NaN too */
+  const bool tried = b->trying;
+  b->trying = false;
+  if (on_cpu) b->cpu_s = seconds;
+  else b->with_card_s = seconds;
+  if (!tried) return;
+  const double other = on_cpu ? b->with_card_s : b->cpu_s;
+  if (seconds < (1.0 - BML_SPLIT_GAIN) * other) { /* the side tried wins */
+    b->cpu = on_cpu;
+    b->cpu_hold = BML_HOLD_FIRST;
+    b->cpu_hold_next = 2 * BML_HOLD_FIRST;
+  } else {
+    hold_longer(&b->cpu_hold, &b->cpu_hold_next);
+  }
 }
 
 double bml__split_loss(size_t rows, size_t held, size_t want) {

@@ -80,6 +80,13 @@ typedef struct {
   int hold;         /* submissions the card stays alone before a split may be asked for again */
   int hold_next;    /* the hold after the next split that does not beat the card alone */
   double gain;      /* the seconds a product the share predicts it saves against the card alone (0: alone) */
+  /* the CPU alone (bml__balance_cpu_first): */
+  bool cpu;         /* a kind of batch runs whole on the CPU */
+  bool trying;      /* the submission in flight tries the other side (the CPU, or the card with it) */
+  int cpu_hold;     /* submissions before the other side is tried again */
+  int cpu_hold_next;
+  double with_card_s; /* the last submission's seconds with the card taking part (0: none) */
+  double cpu_s;     /* the last submission's seconds on the CPU alone (0: none) */
 } bml__balance;
 
 #define BML_SHARE_MIN 0.02
@@ -123,6 +130,25 @@ void bml__balance_init(bml__balance *b, double share);
  * for the CPU. */
 void bml__balance_learn(bml__balance *b, double wg, double wc, bool card_first, double t_card, double t_cpu,
                         double cpu_rate, double round_trip, double wake);
+
+/* The CPU alone, for a kind of batch.  A slow card's part can take the
+ * pool's own time (a software device's threads run on the host's cores,
+ * an integrated card shares its memory), which the rates above do not
+ * see: on PoCL with 2 cores a split bonsai-1.7b token as one batch took
+ * 62 ms, the pool alone 25, at a share of 0.06.  So a kind whose last
+ * submission with the card took longer than its weights over the CPU's
+ * rate (a rate measured beside the card, so at worst too slow) tries one
+ * submission on the CPU alone; faster by BML_SPLIT_GAIN, it stays there,
+ * trying the card again after BML_HOLD_FIRST submissions, twice as many
+ * after each try that does not pay, at most BML_HOLD_MAX; else the card
+ * takes part again and the CPU alone is not tried for as long.  Seconds
+ * run from the submission's begin to its end (its copies and waits in). */
+/* Whether the next submission of this kind, of `weights` weights, runs whole
+ * on the CPU; cpu_rate: the CPU's weights a second (0: unknown, never). */
+bool bml__balance_cpu_first(bml__balance *b, double weights, double cpu_rate);
+/* A submission of this kind took `seconds`, whole on the CPU (on_cpu) or
+ * with the card's part. */
+void bml__balance_cpu_timed(bml__balance *b, bool on_cpu, double seconds);
 
 /* What a product's split with `held` of its rows on the card costs over
  * the `want` rows the balance asks for, as a part of the wanted split's

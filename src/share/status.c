@@ -56,8 +56,8 @@ static json_t *status_json(const bml_worker *w) {
 }
 
 /* Each shape's state and share, and each kind of batch's share (the ones
- * in use: the fixed share when there is one), with the pool's wake-up its
- * balance expects of the next CPU part. */
+ * in use: the fixed share when there is one) and whether it runs on the CPU
+ * alone, with the pool's wake-up its balance expects of the next CPU part. */
 static json_t *balances_json(json_t *o, const bml_worker *w) {
   json_t *shapes = json_array(), *kinds = json_array();
   if (!o || !shapes || !kinds) {
@@ -78,9 +78,10 @@ static json_t *balances_json(json_t *o, const bml_worker *w) {
   }
   for (size_t i = 0; i < w->nkinds && i < KINDS_MAX; i++) {
     const batch_kind *k = &w->kinds[i];
-    if (json_array_append_new(kinds, json_pack("{s:I, s:I, s:f, s:f, s:f}", "products", (json_int_t)k->count, "rows",
-                                               (json_int_t)k->rows, "weights", k->weights, "share",
-                                               w->share_fixed ? w->share : k->balance.share, "cpu_wake_seconds",
+    if (json_array_append_new(kinds, json_pack("{s:I, s:I, s:f, s:f, s:b, s:f}", "products", (json_int_t)k->count,
+                                               "rows", (json_int_t)k->rows, "weights", k->weights, "share",
+                                               w->share_fixed ? w->share : k->balance.share, "cpu_alone",
+                                               !w->share_fixed && k->balance.cpu, "cpu_wake_seconds",
                                                k->balance.wake)) != 0)
       return json_decref(o), NULL;
   }

@@ -93,6 +93,7 @@ typedef struct {
   bool own_cpu;  /* the worker computes the CPU's rows (not the caller of bml_worker_begin): their
                     time is known */
   bool cpu_alone; /* they ran on the calling thread alone (another thread drove the pool) */
+  bool cpu_chosen; /* a batch its kind sends whole to the CPU (bml__balance_cpu_first) */
   double begin_time, dispatch_time;
   double ready_time; /* the card's part enqueued: the CPU's part starts */
   double seen_busy, seen_done; /* a batch's CPU part looked at the card: when it last saw it at work, when done (0: not) */
