@@ -452,6 +452,12 @@ Test(bench, a_split_models_token_is_timed_after_it_learnt) {
     run_free(&r);
     cr_skip_test("no PoCL device here");
   }
+  /* the learning needs the learnt share: on a loaded host PoCL's
+   * calibration can fall below the least share, and no card is used */
+  if (strstr(r.err, "no card is used") && strstr(r.err, "calibrated share") && strstr(r.err, "below 0.02")) {
+    run_free(&r);
+    cr_skip_test("the software card's calibrated share is below 0.02 here (a loaded host)");
+  }
   cr_assert_eq(r.status, 0, "exit %d, stderr: %s", r.status, r.err);
   cr_expect(strstr(r.err, "split-round-trips bonsai-1.7b: ") &&
                 strstr(r.err, "more warm-up tokens while the token learnt"),
