@@ -503,15 +503,28 @@ Test(share, a_cpu_part_after_an_idle_gap_is_learnt_with_the_pools_wake_up) {
  * shows it), so it is not asserted here. */
 Test(share, a_kind_of_batch_tries_the_cpu_alone_and_keeps_the_bits) {
   bml_worker *w = open_worker(NULL);
+  cr_assert_eq(bml_worker_set_limit(w, 1.0), 0); /* no rest sends a batch to the CPU untimed */
   bml__worker_hooks h = {.kernel = BML_KERNEL_COUNT, .cpu_rate = 1e15};
   bml__worker_set_hooks(w, &h);
   batch b;
   make_batch(&b, 4, 512, 1, 2048, 77, "alone");
-  for (int i = 0; i < 12; i++) expect_batch(w, &b);
-  json_t *j = status(w);
-  const long long decided = field(j, "products_on_cpu_decided");
-  cr_expect(decided >= 4 && decided % 4 == 0, "%lld products sent whole to the CPU", decided);
-  cr_expect_eq(total_products(j), 48);
+  /* a loaded host's swings may move the matrices (a submission that
+   * uploads is not timed): up to 40 batches */
+  json_t *j = NULL;
+  long long decided = 0;
+  int n = 0;
+  while (n < 40 && decided == 0) {
+    expect_batch(w, &b), n++;
+    json_decref(j);
+    j = status(w);
+    decided = field(j, "products_on_cpu_decided");
+  }
+  for (int i = 0; i < 4; i++) expect_batch(w, &b), n++; /* on the CPU alone or with the card: exact */
+  json_decref(j);
+  j = status(w);
+  decided = field(j, "products_on_cpu_decided");
+  cr_expect(decided >= 4 && decided % 4 == 0, "%lld products sent whole to the CPU in %d batches", decided, n);
+  cr_expect_eq(total_products(j), 4 * n);
   json_t *kinds = json_object_get(j, "batches"), *k = json_array_get(kinds, 0);
   cr_assert(json_is_boolean(json_object_get(k, "cpu_alone")), "no cpu_alone in the status's batches");
   json_decref(j);
