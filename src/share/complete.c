@@ -168,8 +168,7 @@ int bml__worker_complete(bml_worker *w, submission *s) {
   /* a batch's seconds, for its kind's choice of the CPU alone: one the
    * card took part in, or one sent to the CPU by that choice (not one the
    * card's rest, memory or error sent there, nor one that uploaded) */
-  if (!s->shape && s->balance && !w->share_fixed && s->own_cpu && !s->cpu_alone && !s->uploaded &&
-      (s->cpu_chosen || s->on_card))
+  if (bml__worker_kind_chooses(w, s) && !s->cpu_alone && !s->uploaded && (s->cpu_chosen || s->on_card))
     bml__balance_cpu_timed(s->balance, s->cpu_chosen, bml__now() - s->begin_time);
   if (s->timed && !w->share_fixed && s->shape &&
       bml__shape_record(s->shape, s->on_card && s->card_rows[0] > 0, bml__now() - s->begin_time))

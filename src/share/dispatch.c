@@ -115,6 +115,13 @@ static void wait_until(double until) {
   while (bml__now() < until) continue;
 }
 
+/* The weights (rows times columns) of the submission's products. */
+static double weights_of(const submission *s) {
+  double weights = 0;
+  for (size_t i = 0; i < s->count; i++) weights += (double)s->p[i].rows * (double)s->p[i].n;
+  return weights;
+}
+
 /* Is the card resting for this submission?  Not when the rest left is
  * shorter than the CPU would take for the whole submission: the worker
  * then waits for it to end, and the card takes its part as usual. */
@@ -122,11 +129,9 @@ static bool rest_or_wait(bml_worker *w, submission *s) {
   double now = bml__now(), left = w->limiter.rest_until - now;
   if (!bml__limiter_resting(&w->limiter, now)) return false;
   if (w->retired) return true;
-  double weights = 0;
-  for (size_t i = 0; i < s->count; i++) weights += (double)s->p[i].rows * (double)s->p[i].n;
   double cpu_rate = w->hooks.cpu_rate > 0 ? w->hooks.cpu_rate : w->cpu_rate;
   bool decided;
-  if (!bml__rest_worth_waiting(left, weights, cpu_rate) || want_rows(w, s, 0, s->count, &decided) == 0) return true;
+  if (!bml__rest_worth_waiting(left, weights_of(s), cpu_rate) || want_rows(w, s, 0, s->count, &decided) == 0) return true;
   wait_until(w->limiter.rest_until);
   double waited = bml__now() - now;
   w->count.rests_waited++;
@@ -135,17 +140,18 @@ static bool rest_or_wait(bml_worker *w, submission *s) {
   return false;
 }
 
+bool bml__worker_kind_chooses(const bml_worker *w, const submission *s) {
+  return !s->shape && s->balance && !w->share_fixed && !w->retired && s->own_cpu && !w->hooks.hold_balance &&
+         !w->hooks.keep_card;
+}
+
 /* Whether the batch's kind sends it whole to the CPU (the CPU's rate: a
  * test hook's, else the kind's own, measured beside the card, else the
  * worker's). */
 static bool cpu_first(bml_worker *w, submission *s) {
-  if (s->shape || !s->balance || w->share_fixed || w->retired || !s->own_cpu || w->hooks.hold_balance ||
-      w->hooks.keep_card)
-    return false;
-  double weights = 0;
-  for (size_t i = 0; i < s->count; i++) weights += (double)s->p[i].rows * (double)s->p[i].n;
+  if (!bml__worker_kind_chooses(w, s)) return false;
   const double own = s->balance->cpu_rate > 0 ? s->balance->cpu_rate : w->cpu_rate;
-  return bml__balance_cpu_first(s->balance, weights, w->hooks.cpu_rate > 0 ? w->hooks.cpu_rate : own);
+  return bml__balance_cpu_first(s->balance, weights_of(s), w->hooks.cpu_rate > 0 ? w->hooks.cpu_rate : own);
 }
 
 /* Splits the products into groups (neighbours with one activation) and plans each. */

@@ -252,6 +252,10 @@ void bml__worker_in_child(void *ctx);
 
 /* dispatch.c */
 int bml__worker_start(bml_worker *w, submission *s);
+/* Whether s is a batch whose kind chooses between the CPU alone and the
+ * card (bml__balance_cpu_first): not a single product, a fixed share, a
+ * retired card, rows the caller computes, nor a test's hold. */
+bool bml__worker_kind_chooses(const bml_worker *w, const submission *s);
 
 /* launch.c */
 int bml__worker_enqueue_groups(bml_worker *w, submission *s);
