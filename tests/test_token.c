@@ -2,6 +2,7 @@
 #include <criterion/criterion.h>
 
 #include <jansson.h>
+#include <sched.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,6 +11,7 @@
 #include "kernel_variants.h"
 #include "logbuf.h"
 #include "base/hooks.h"
+#include "base/util.h"
 #include "card/card.h"
 #include "share/access.h"
 #include "share/token.h"
@@ -312,6 +314,34 @@ Test(token, the_workers_own_products_and_a_release_between_groups_keep_every_bit
   cr_expect(bml_token_resident(t));
   bml_token_close(t);
   free_model(&m), free_model(&other);
+  bml_worker_close(w);
+}
+
+/* A kernel that gave up waiting between groups (its spins over, as after
+ * an engine's pause) says so in its word: the next group's run reaps it
+ * and launches again (no other run asks the driver first), one launch a
+ * group, every bit the CPU's, the token resident. */
+Test(token, a_kernel_that_gave_up_between_groups_is_launched_again) {
+  bml_worker *w = open_worker();
+  bml__worker_hooks h = {.kernel = BML_KERNEL_COUNT, .token_spins = 1u << 24};
+  bml__worker_set_hooks(w, &h);
+  model m;
+  make_model(&m, 256, 5);
+  keep_some(&m);
+  bml_token *t = NULL;
+  cr_assert_eq(bml_worker_token_open(w, m.p, PRODUCTS, &t), 0);
+  const size_t n = bml_token_groups(t);
+  for (size_t g = 0; g < n; g++) {
+    run_group(t, &m, g);
+    const double t0 = bml__now();
+    while (!bml__token_gave_up(t) && bml__now() - t0 < 10.0) sched_yield();
+    cr_assert(bml__token_gave_up(t), "group %zu: the kernel still waits after its spins", g);
+  }
+  expect_exact(&m, "launched again");
+  cr_expect_eq(bml__token_launches(t), n, "launches for %zu groups", n);
+  cr_expect(bml_token_resident(t));
+  bml_token_close(t);
+  free_model(&m);
   bml_worker_close(w);
 }
 

@@ -86,6 +86,8 @@ typedef struct {
                               instead of their own (0: as measured): the decision, without the noise */
   double token_check_seconds[2]; /* a whole token in a token's check takes these seconds, as decided
                                     and every group on the card (0: its groups' as above) */
+  uint32_t token_spins; /* a resident token's kernel gives up waiting for a group after these spins
+                           (0: the card's own): a kernel that ends between groups */
   int token_rows;       /* a token's groups planned at one row a work-item: 1 every group, 2 none,
                            3 every group at one row and one lane (where the card has two lanes),
                            0 as bml__token_rows_plan decides (on PoCL's one work-group: none) */

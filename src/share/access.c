@@ -31,7 +31,10 @@ bml__card *bml__worker_token_card(bml_worker *w, const bml__build **build, size_
   *build = &w->build;
   *nwg = bml__worker_software_card(w) ? 1 : w->card->max_groups / BML_GROUPS_PER_UNIT;
   if (*nwg == 0) *nwg = 1;
-  *spins = w->card->nvidia_build ? TOKEN_SPIN_US : w->card->create_buffer_nv ? TOKEN_SPINS_BUS : TOKEN_SPINS_HOST;
+  *spins = w->hooks.token_spins ? w->hooks.token_spins
+           : w->card->nvidia_build ? TOKEN_SPIN_US
+           : w->card->create_buffer_nv ? TOKEN_SPINS_BUS
+                                       : TOKEN_SPINS_HOST;
   return w->card;
 }
 

@@ -74,6 +74,10 @@ cl_int bml__token_reap(bml_token *t, bool *started) {
   return rc;
 }
 
+bool bml__token_gave_up(const bml_token *t) {
+  return t->running && atomic_load_explicit((_Atomic uint32_t *)&t->h[TOKEN_EXIT], memory_order_acquire) != t->ticket0 - 1;
+}
+
 /* Whether every work-group's done word says ticket; *k: the work-groups
  * already seen done (each writes its word once it is). */
 static bool all_done(const bml_token *t, uint32_t ticket, size_t *k) {

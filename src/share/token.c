@@ -68,7 +68,9 @@ static int run_resident(bml_token *t, size_t g, double sec[BML_TOKEN_PHASES]) {
   /* a launch runs a group once (cl/q1_0_batch.cl), and a ticket past the abort's
    * needs a new one */
   if (t->running && (t->ran[g] == t->launch || t->ticket < t->ticket0)) bml__token_park(t);
-  int rc = bml__token_reap(t, NULL);
+  /* the driver asked only where the kernel wrote that it gave up: a
+   * kernel that failed without a word is found by the wait's own asking */
+  int rc = bml__token_gave_up(t) ? bml__token_reap(t, NULL) : 0;
   for (int tries = 0; rc == 0 && tries < TOKEN_TRIES; tries++) {
     double t0 = bml__now();
     if (!t->running && (rc = bml__token_launch(t)) != 0) break;

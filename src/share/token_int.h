@@ -93,6 +93,9 @@ int bml__token_launch(bml_token *t);
  * up waiting).  Returns its error, or 0; *started (may be NULL): whether it
  * has started (a software device compiles a kernel at its first launch). */
 cl_int bml__token_reap(bml_token *t, bool *started);
+/* Whether t's running kernel wrote that it gave up waiting (it ends, or
+ * has ended, by itself): the host word, no call into the driver. */
+bool bml__token_gave_up(const bml_token *t);
 /* Waits for the group whose ticket is ticket: 0 when done, 1 when the
  * kernel gave up before it (to launch again), or an error. */
 int bml__token_await(bml_token *t, uint32_t ticket);
