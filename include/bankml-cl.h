@@ -175,19 +175,23 @@ BML_EXTERN int bml_pool_q1_0_mat_vec(bml_pool *p, const bml_block_q1_0 *w, size_
 
 /* How long p's helper threads stay awake after a job before they sleep in
  * the kernel: ms milliseconds, 0 to BML_POOL_MAX_WAIT_MS (more, or a NULL
- * p, is BML_EINVAL).  The default is 1 ms, or BANKML_POOL_WAIT_MS where it
- * was set when the pool opened.  Awake, a helper yields its CPU to any
- * other thread that wants it but takes a CPU that nothing else wants: up to
- * a whole CPU per helper for ms after each job.  A product that finds the
- * helpers awake starts on every thread at once; one that finds them asleep
- * waits for the kernel to wake them: tens of microseconds on a machine's
- * own CPUs, 140 us and more on a virtual machine whose idle CPUs are
- * halted (doc/PERFORMANCE.md), so that there, after an idle gap, a product
- * of a few hundred microseconds runs on the calling thread alone.  An engine whose
- * decode leaves the pool idle for up to a few hundred milliseconds between
- * products (attention, sampling, the card's turn) and wants every product
- * on every thread sets the wait above its gaps.  Takes effect at once,
- * for helpers already waiting too.  The bits do not depend on it. */
+ * p, is BML_EINVAL).  Unset (and without BANKML_POOL_WAIT_MS when the pool
+ * opened), the wait follows the caller's cadence: 1 ms, but where each of
+ * the last two to four gaps between products was at most 250 ms, 1.5 times the
+ * longest of them, so that a decode's products after its gaps find the
+ * helpers awake; one gap past 250 ms (the products stopped) takes it back
+ * to 1 ms.  Once set, the wait stays as set.  Awake, a helper yields its
+ * CPU to any other thread that wants it but takes a CPU that nothing else
+ * wants: up to a whole CPU per helper for the wait after each job.  A
+ * product that finds the helpers awake starts on every thread at once; one
+ * that finds them asleep waits for the kernel to wake them: tens of
+ * microseconds on a machine's own CPUs, 140 us and more on a virtual
+ * machine whose idle CPUs are halted (doc/PERFORMANCE.md), so that there,
+ * after an idle gap, a product of a few hundred microseconds runs on the
+ * calling thread alone.  An engine that wants no CPU spent between its
+ * products sets a short wait (0 or 1); one whose gaps are irregular or
+ * longer sets the wait above them.  Takes effect at once, for helpers
+ * already waiting too.  The bits do not depend on it. */
 #define BML_POOL_MAX_WAIT_MS 10000
 BML_EXTERN int bml_pool_set_wait(bml_pool *p, unsigned ms);
 

@@ -1,6 +1,10 @@
-/* poolgate.c -- pool test helpers: a thread that drives a pool and holds it until released; a wait for sleep. */
+/* poolgate.c -- pool test helpers: a thread that drives a pool and holds it until released; a wait for sleep; a product's operands. */
 #include "poolgate.h"
+#include "cpu/gen.h"
 #include "cpu/pool.h"
+#include "cpu/q1_0.h"
+
+#include <criterion/criterion.h>
 
 #include <pthread.h>
 #include <stdbool.h>
@@ -67,3 +71,15 @@ bool pool_helpers_asleep(bml_pool *p, int want, int ms) {
   for (int i = 0; i < ms && bml__pool_asleep(p) != want; i++) usleep(1000);
   return bml__pool_asleep(p) == want;
 }
+
+product make_product(size_t rows, size_t n, uint64_t seed) {
+  product x = {malloc(rows * (n / 128) * sizeof *x.w), malloc(n / 32 * sizeof *x.a), malloc(rows * sizeof *x.want),
+               malloc(rows * sizeof *x.got)};
+  cr_assert(x.w && x.a && x.want && x.got);
+  bml__gen_q1_0(&seed, x.w, rows, n, true);
+  cr_assert_eq(bml__gen_q8_0(&seed, x.a, n, true), 0);
+  cr_assert_eq(bml_q1_0_mat_vec(x.w, rows, n, x.a, x.want), 0);
+  return x;
+}
+
+void free_product(product *x) { free(x->w), free(x->a), free(x->want), free(x->got); }

@@ -57,26 +57,6 @@ Test(pool, golden_on_2_threads) { golden_on_pool(2); }
 Test(pool, golden_on_3_threads) { golden_on_pool(3); }
 Test(pool, golden_on_7_threads) { golden_on_pool(7); }
 
-/* A product's operands (layer-shaped), its single-thread results (want)
- * and room for another's (got). */
-typedef struct {
-  bml_block_q1_0 *w;
-  bml_block_q8_0 *a;
-  float *want, *got;
-} product;
-
-static product make_product(size_t rows, size_t n, uint64_t seed) {
-  product x = {malloc(rows * (n / 128) * sizeof *x.w), malloc(n / 32 * sizeof *x.a), malloc(rows * sizeof *x.want),
-               malloc(rows * sizeof *x.got)};
-  cr_assert(x.w && x.a && x.want && x.got);
-  bml__gen_q1_0(&seed, x.w, rows, n, true);
-  cr_assert_eq(bml__gen_q8_0(&seed, x.a, n, true), 0);
-  cr_assert_eq(bml_q1_0_mat_vec(x.w, rows, n, x.a, x.want), 0);
-  return x;
-}
-
-static void free_product(product *x) { free(x->w), free(x->a), free(x->want), free(x->got); }
-
 Test(pool, many_products_back_to_back_equal_single_thread) {
   const size_t rows = 1000, n = 1024;
   product x = make_product(rows, n, 99);
@@ -788,3 +768,4 @@ Test(pool, the_helpers_stay_awake_for_their_wait_then_sleep, .timeout = 60) {
   bml_pool_close(p);
   free_product(&x);
 }
+

@@ -537,3 +537,24 @@ Test(share, a_kind_of_batch_tries_the_cpu_alone_and_keeps_the_bits) {
   unmake_batch(&b);
   bml_worker_close(w);
 }
+
+/* A worker on a software card (PoCL here, whose threads run on the pool's
+ * CPUs) keeps the pool's helpers from waiting awake through the gaps of
+ * its products' cadence, from its open to its close; closed, the pool
+ * follows the cadence again. */
+Test(share, a_worker_on_a_software_card_keeps_the_pools_wait_short) {
+  bml_worker *w = open_worker("0.5");
+  matrix m = make(512, 1024, 95, true);
+  for (int i = 0; i < 5; i++) {
+    usleep(30000);
+    expect_exact(w, &m, "after a gap");
+  }
+  cr_expect_eq(bml__pool_wait_seconds(pool), 1e-3, "with the worker open, a wait of %g s", bml__pool_wait_seconds(pool));
+  bml_worker_close(w);
+  for (int i = 0; i < 4; i++) {
+    usleep(30000);
+    cr_assert_eq(bml_pool_q1_0_mat_vec(pool, m.w, m.rows, m.n, m.a, m.got), 0);
+  }
+  cr_expect(bml__pool_wait_seconds(pool) >= 1.5 * 30e-3, "closed, a wait of %g s", bml__pool_wait_seconds(pool));
+  unmake(&m);
+}

@@ -56,7 +56,7 @@ static void text_header(const struct bench_report *rep, FILE *f) {
           bml_version_string(), rep->modes, date, rep->cpu_path, rep->threads_available, rep->runs,
           rep->warmup, flushed ? ", caches flushed by " : "", flushed ? rep->flush : "");
   if (rep->pool_wait_ms >= 0)
-    fprintf(f, "pool helpers awake %ld ms after a product (BANKML_POOL_WAIT_MS; default 1)\n", rep->pool_wait_ms);
+    fprintf(f, "pool helpers awake %ld ms after a product (BANKML_POOL_WAIT_MS; default 1, or the gaps' cadence)\n", rep->pool_wait_ms);
   if (rep->device[0]) fprintf(f, "device: %s\n", CLI_PRINTABLE(rep->device));
   if (rep->open_verdict[0])
     fprintf(f, "worker opened in %.3f s (verdict %s)\n", rep->open_seconds, rep->open_verdict);

@@ -22,6 +22,14 @@ double bml__pool_wake_seconds(const bml_pool *p);
 /* The helper threads asleep in the kernel now (after about 1 ms idle): a
  * job started now waits about bml__pool_wake_seconds for them. */
 int bml__pool_asleep(const bml_pool *p);
+/* How long the helpers stay awake after a job now, in seconds: the wait
+ * set (bml_pool_set_wait), else 1 ms or the cadence's (pool.c). */
+double bml__pool_wait_seconds(const bml_pool *p);
+/* While quiet (a count: true adds one, false takes one away), the helpers'
+ * default wait is 1 ms whatever the cadence: a worker whose card's threads
+ * run on the pool's CPUs (a software device) keeps them from waiting
+ * awake beside that card's part. */
+void bml__pool_quiet(bml_pool *p, bool quiet);
 /* Jobs the pool has run on more than one thread (for tests). */
 unsigned long bml__pool_runs(bml_pool *p);
 /* Rows of one product for bml__pool_mat_vec_many: rows [0, rows) of w

@@ -24,6 +24,8 @@
  * after later jobs have started. */
 #define STARTS 16
 
+/* The gaps between jobs the helpers' default wait follows (pool.c). */
+#define CADENCE_GAPS 4
 typedef void (*job_fn)(void *ctx, int self, int nthreads);
 
 struct bml_pool {
@@ -43,6 +45,11 @@ struct bml_pool {
   atomic_uint wakes;                 /* samples ever taken */
   atomic_ulong runs;   /* jobs run on every thread (bml__pool_runs) */
   _Atomic double wait_s; /* a helper's wait between jobs before it sleeps (bml_pool_set_wait) */
+  atomic_bool wait_set;  /* wait_s set (bml_pool_set_wait, BANKML_POOL_WAIT_MS): no cadence */
+  atomic_int quiet;      /* bml__pool_quiet: above 0, no cadence either */
+  double last_end;       /* the driving thread's: when its last job ended (0: none yet) */
+  double gaps[CADENCE_GAPS]; /* ...the gaps before its last jobs, a ring */
+  unsigned ngaps;            /* gaps ever noted */
   void *scratch;       /* activation scratch of the mat-vec jobs */
   size_t scratch_size;
   bml__fork_watch watch;

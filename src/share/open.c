@@ -118,6 +118,10 @@ static int decide_share(bml_worker *w, bml__verdict *v) {
 /* The verified card's queues, limiter, batch check and share.  0, 1 (no
  * worker: logged) or an error. */
 static int set_up_card(bml_worker *w, const bml__worker_settings *s, bml__verdict *v) {
+  /* a software card's threads run on the pool's CPUs: helpers waiting
+   * awake through its part (the pool's cadence), the calibration's
+   * first, would take them */
+  if (bml__worker_software_card(w)) bml__pool_quiet(w->pool, true), w->quieted = true;
   /* A software device (PoCL) gains nothing from several queues (they run
    * on the same cores), and PoCL 3.1's pthread driver can fail an
    * assertion in its kernel cache when two queues finish kernels at once

@@ -250,6 +250,7 @@ void bml_worker_close(bml_worker *w) {
     free(w);
     return;
   }
+  if (w->quieted) bml__pool_quiet(w->pool, false);
   bml__tokens_detach(w->tokens);
   bml__worker_free_state(w);
   if (!w->child) { /* in a child the card's objects are the parent's: left as they are */

@@ -134,6 +134,7 @@ typedef struct {
 
 struct bml_worker {
   bml_pool *pool;
+  bool quieted; /* bml__pool_quiet(pool, true) at the open (a software card): undone at the close */
   bml_devices *devices;
   size_t device;
   bml__card *card;
