@@ -125,7 +125,8 @@ static int calibrate_shape(bml_worker *w, const bml_product *p) {
 }
 
 /* cfg->runs timed runs of `count` products into one row; gap_ms >= 0: each
- * after an idle gap of that long (--gap), the warm-up back to back. */
+ * after an idle gap of that long (--gap), the warm-up too (the pool then
+ * has the gaps' cadence, as a decode's has). */
 static int measure(const struct bench_config *cfg, bml_worker *w, struct card_product *c, const char *mode,
                    int count, int threads, long gap_ms, struct bench_report *rep) {
   double *ms = calloc((size_t)cfg->runs, sizeof *ms), ignored;
@@ -137,7 +138,10 @@ static int measure(const struct bench_config *cfg, bml_worker *w, struct card_pr
   bool exact = true;
   progress_step("%s %zux%zu%s", mode, c->rows, c->n, gap_ms >= 0 ? ", after gaps" : "");
   if (threads != 0 && count == 1) rc = calibrate_shape(w, &c->p[0]); /* the split's single products */
-  for (long i = 0; rc == 0 && i < cfg->warmup + 1; i++) rc = timed(w, c, count, &ignored); /* +1: the upload */
+  for (long i = 0; rc == 0 && i < cfg->warmup + 1; i++) { /* +1: the upload */
+    if (gap_ms >= 0) bench_idle_gap(gap_ms);
+    rc = timed(w, c, count, &ignored);
+  }
   for (long i = 0; rc == 0 && i < cfg->runs; i++) {
     if (gap_ms >= 0) bench_idle_gap(gap_ms);
     rc = timed(w, c, count, &ms[i]);

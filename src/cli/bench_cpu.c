@@ -88,7 +88,8 @@ static int measure(const struct bench_config *cfg, struct timing *t, double *ms,
   progress_step("cpu %zux%zu, %d thread%s, %s", t->p->rows, t->p->n, bml_pool_threads(t->pool),
                 bml_pool_threads(t->pool) == 1 ? "" : "s", t->flush ? "flushed" : "warm");
   t->exact = true;
-  for (long i = 0; !t->flush && i < cfg->warmup; i++) {
+  for (long i = 0; !t->flush && i < cfg->warmup; i++) { /* after gaps too: the pool sees their cadence */
+    if (t->gap_ms >= 0) bench_idle_gap(t->gap_ms);
     double ignored;
     int rc = timed_run(t, &ignored);
     if (rc != 0) return rc;
