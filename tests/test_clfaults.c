@@ -13,11 +13,27 @@
 #include <string.h>
 #include <sys/wait.h>
 
+#include "base/bml.h"
+
 /* What one run of tests/load printed (stdout and stderr) and its status. */
 struct run {
   int status;
   char out[1 << 16];
 };
+
+/* Whether discovery (the real loader: no shim in this process) selects a
+ * usable device, as a worker's open needs. */
+static bool a_device_here(void) {
+  bml_devices *d = NULL;
+  if (bml_devices_discover(NULL, &d) != 0 || !d) return false;
+  bool any = false;
+  for (size_t i = 0; i < bml_devices_count(d); i++) {
+    const bml_device *v = bml_devices_get(d, i);
+    any |= v->usable && v->selected;
+  }
+  bml_devices_free(d);
+  return any;
+}
 
 static void setup(void) {
   unsetenv("OCL_ICD_VENDORS");
@@ -27,6 +43,9 @@ static void setup(void) {
   setenv("BANKML_GPU_SOFTWARE", "1", 1);
   setenv("BANKML_GPU_SHARE", "0.5", 1); /* no calibration: the opens are about the faults */
   if (!*CLSHIM_REAL_LOADER) cr_skip_test("configure found no libOpenCL.so.1 to forward to (OPENCL_LOADER)");
+  /* decided here, without faults: under them an open's own enumeration
+   * may fail and say "no OpenCL device", which is then what it must say */
+  if (!a_device_here()) cr_skip_test("no OpenCL device for a worker here");
 }
 
 TestSuite(clfaults, .init = setup, .timeout = 60);
@@ -57,8 +76,6 @@ static void run_load(struct run *r, const char *seed, const char *args) {
   r->out[len] = '\0';
   int st = pclose(p);
   r->status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-  if (strstr(r->out, "no OpenCL device") || strstr(r->out, "no usable GPU is selected"))
-    cr_skip_test("no OpenCL device for a worker here: %.300s", r->out);
 }
 
 /* A number printed after `label` in the output, or -1. */
