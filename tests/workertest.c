@@ -27,6 +27,7 @@ void setup(void) {
   unsetenv("BANKML_GPU");
   unsetenv("BANKML_GPU_SHARE");
   unsetenv("BANKML_GPU_LIMIT");
+  unsetenv("BANKML_POOL_WAIT_MS"); /* the pool's wait follows its cadence (a test of the share reads it) */
   unsetenv("BANKML_VERIFY");
   setenv("BANKML_GPU_SOFTWARE", "1", 1);
   bml__oracle_hooks h = {.quick = true}; /* the full oracle has its own tests */
