@@ -271,11 +271,6 @@ static void close_job(struct bml_pool *p) {
   }
 }
 
-/* Runs fn(ctx, self, nthreads) on the calling thread (self 0) and on every
- * helper that joins before the caller's own call returns (self 1 ..
- * nthreads-1, each on one thread), and returns when all are done.  The job
- * must get all its work done however few threads join: fn takes its work
- * from shared counters. */
 /* The driving thread notes the gap before a job (now) and, unless the
  * wait is set, makes the helpers' wait after it follow the cadence. */
 static void follow_cadence(struct bml_pool *p, double now) {
@@ -296,17 +291,23 @@ static void follow_cadence(struct bml_pool *p, double now) {
     atomic_store_explicit(&p->wait_s, wait, memory_order_relaxed);
 }
 
+/* Runs fn(ctx, self, nthreads) on the calling thread (self 0) and on every
+ * helper that joins before the caller's own call returns (self 1 ..
+ * nthreads-1, each on one thread), and returns when all are done.  The job
+ * must get all its work done however few threads join: fn takes its work
+ * from shared counters. */
 void bml__pool_job(struct bml_pool *p, job_fn fn, void *ctx) {
   if (p->nthreads == 1) {
     fn(ctx, 0, 1);
     return;
   }
-  follow_cadence(p, bml__now());
+  const double start = bml__now();
+  follow_cadence(p, start);
   atomic_fetch_add_explicit(&p->runs, 1, memory_order_relaxed);
   p->fn = fn; /* no helper is inside a job, and none can join one: state is 0 */
   p->ctx = ctx;
   const unsigned s = atomic_load_explicit(&p->seq, memory_order_relaxed) + 1;
-  atomic_store(&p->started[s % STARTS], bml__now()); /* before seq: note_wake reads them in turn */
+  atomic_store(&p->started[s % STARTS], start); /* before seq: note_wake reads them in turn */
   atomic_store_explicit(&p->state, OPEN, memory_order_release);
   atomic_store(&p->seq, s);
   if (atomic_load(&p->asleep) > 0) word_wake(p, &p->seq);

@@ -246,11 +246,11 @@ void bml__worker_free_state(bml_worker *w) {
 void bml_worker_close(bml_worker *w) {
   if (!w) return;
   bml__fork_watch_remove(&w->watch);
+  if (w->quieted) bml__pool_quiet(w->pool, false); /* a torn worker's too: the pool outlives it */
   if (w->torn) { /* its lists may be half changed: left, with the card's objects */
     free(w);
     return;
   }
-  if (w->quieted) bml__pool_quiet(w->pool, false);
   bml__tokens_detach(w->tokens);
   bml__worker_free_state(w);
   if (!w->child) { /* in a child the card's objects are the parent's: left as they are */
