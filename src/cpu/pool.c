@@ -1,4 +1,4 @@
-/* pool.c -- the CPU thread pool: the caller and persistent helper threads take a product's rows in chunks from a shared counter. */
+/* pool.c -- the CPU thread pool: the caller and persistent helper threads take a product's rows in chunks, each its own first. */
 #if defined(__linux__) && !defined(_GNU_SOURCE)
 #define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
 #endif
@@ -408,6 +408,7 @@ static int start_helpers(struct bml_pool *p, int *started) {
 static void free_pool(struct bml_pool *p) {
   sleep_words_destroy(p);
   bml__aligned_free(p->scratch);
+  bml__aligned_free(p->deal);
   free(p->threads);
   free(p);
 }
@@ -435,10 +436,14 @@ int bml_pool_open(int threads, bml_pool **out) {
   atomic_store(&p->wait_set, wait_set);
   atomic_flag_clear(&p->driving);
   p->threads = calloc((size_t)n, sizeof *p->threads);
-  if (!p->threads) {
+  p->deal = bml__aligned_alloc((size_t)n * sizeof *p->deal);
+  if (!p->threads || !p->deal) {
+    bml__aligned_free(p->deal);
+    free(p->threads);
     free(p);
     return BML_ENOMEM;
   }
+  for (int t = 0; t < n; t++) atomic_init(&p->deal[t].next, 0), p->deal[t].end = 0;
   sleep_words_init(p);
   int started = 0;
   rc = start_helpers(p, &started);

@@ -44,7 +44,7 @@ typedef struct {
  * this many weights that it computes. */
 #define BML__POOL_TICK_WEIGHTS (1u << 18)
 /* The pieces' rows in one run of the pool, the threads taking chunks of
- * (piece, rows) in order from one counter (the same bits as a product
+ * (piece, rows) dealt as a product's are (the same bits as a product
  * each: a row is always one thread's); tick(tick_ctx), when given, runs on
  * the calling thread only: once first, then before any step of its rows
  * that would take it past BML__POOL_TICK_WEIGHTS weights since the last

@@ -18,6 +18,14 @@
 #define CHUNK_WEIGHTS (1u << 17)
 #define CHUNKS_PER_THREAD 32
 
+/* One thread's range of a job's chunks (products.c): it takes them first,
+ * then the others' (home ranges: its rows stay in its own cache from one
+ * product to the next). */
+struct bml__deal_range {
+  _Alignas(64) atomic_size_t next; /* the next chunk to take */
+  size_t end;
+};
+
 /* The wake-up costs kept for bml__pool_wake_seconds: the most recent ones. */
 #define WAKE_SAMPLES 15
 /* Job start times kept, by sequence number, for the helpers that arrive
@@ -50,6 +58,7 @@ struct bml_pool {
   double last_end;       /* the driving thread's: when its last job ended (0: none yet) */
   double gaps[CADENCE_GAPS]; /* ...the gaps before its last jobs, a ring */
   unsigned ngaps;            /* gaps ever noted */
+  struct bml__deal_range *deal; /* nthreads of them: the products' chunks */
   void *scratch;       /* activation scratch of the mat-vec jobs */
   size_t scratch_size;
   bml__fork_watch watch;
@@ -58,6 +67,18 @@ struct bml_pool {
   pthread_cond_t cv;
 #endif
 };
+
+/* A product's chunks, dealt to the threads (products.c).  bml__pool_deal
+ * deals chunks 0 .. chunks-1 into the threads' ranges in order, thread t's
+ * the t-th of nthreads nearly even ones; written before the job starts
+ * (its start publishes them to the helpers).  bml__pool_take gives thread
+ * self its next chunk in *c: its own range's next while any is left, then
+ * the next threads' in turn (*tried, 0 at first: the ranges it found
+ * empty); false once every range is empty.  Every chunk is given once; a
+ * late thread takes fewer; a thread that takes the same rows product after
+ * product finds them in its own cache. */
+void bml__pool_deal(struct bml_pool *p, size_t chunks);
+bool bml__pool_take(struct bml_pool *p, int self, int *tried, size_t *c);
 
 /* Runs fn(ctx, self, nthreads) on the caller (self 0) and on each helper
  * that joins before the caller's own call returns, and returns when all

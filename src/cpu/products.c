@@ -1,4 +1,4 @@
-/* products.c -- the pool's products: one Q1_0 mat-vec's rows, or many products' rows, in chunks from one counter. */
+/* products.c -- the pool's products: one Q1_0 mat-vec's rows, or many products' rows, in chunks dealt to the threads. */
 #include "cpu/pool.h"
 #include "cpu/pool_int.h"
 #include "base/util.h"
@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* ---- the Q1_0 mat-vec job ------------------------------------------------ */
+/* ---- chunks ------------------------------------------------------------------ */
 
 /* Rows per chunk for rows of n weights, when a chunk should hold `weights`
  * weights: a whole number of CHUNK_ALIGN rows, at least one. */
@@ -24,22 +24,51 @@ static uint64_t chunk_weights(uint64_t total, int nthreads) {
   return share > CHUNK_WEIGHTS ? share : CHUNK_WEIGHTS;
 }
 
+/* ---- dealing a job's chunks ------------------------------------------------ */
+
+void bml__pool_deal(struct bml_pool *p, size_t chunks) {
+  const size_t n = (size_t)p->nthreads, base = chunks / n, rem = chunks % n;
+  size_t at = 0;
+  for (size_t t = 0; t < n; t++) {
+    atomic_store_explicit(&p->deal[t].next, at, memory_order_relaxed);
+    at += base + (t < rem);
+    p->deal[t].end = at;
+  }
+}
+
+bool bml__pool_take(struct bml_pool *p, int self, int *tried, size_t *c) {
+  const int n = p->nthreads;
+  for (; *tried < n; ++*tried) {
+    struct bml__deal_range *r = &p->deal[(self + *tried) % n];
+    if (atomic_load_explicit(&r->next, memory_order_relaxed) >= r->end) continue;
+    const size_t k = atomic_fetch_add_explicit(&r->next, 1, memory_order_relaxed);
+    if (k < r->end) {
+      *c = k;
+      return true;
+    }
+  }
+  return false;
+}
+
+/* ---- the Q1_0 mat-vec job ------------------------------------------------ */
+
 typedef struct {
+  struct bml_pool *pool;
   const bml__q1_0_kernel *k;
   const bml_block_q1_0 *w;
   size_t rows, n, chunk; /* rows per chunk */
   const bml_block_q8_0 *a;
   const void *scratch;
   float *out;
-  atomic_size_t next; /* the next chunk to take */
 } mat_vec_job;
 
-/* Every thread takes chunks until none is left: a late thread takes fewer. */
+/* Every thread takes chunks until none is left. */
 static void mat_vec_chunks(void *ctx, int self, int nthreads) {
-  (void)self, (void)nthreads;
+  (void)nthreads;
   mat_vec_job *j = ctx;
   const size_t nb = j->n / BML_Q1_0_BLOCK;
-  for (size_t c; (c = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed)) < (j->rows + j->chunk - 1) / j->chunk;) {
+  int tried = 0;
+  for (size_t c; bml__pool_take(j->pool, self, &tried, &c);) {
     const size_t r0 = c * j->chunk, r1 = j->rows - r0 < j->chunk ? j->rows : r0 + j->chunk;
     j->k->rows(j->w + r0 * nb, r1 - r0, j->n, j->a, j->scratch, j->out + r0);
   }
@@ -65,11 +94,12 @@ int bml_pool_q1_0_mat_vec(bml_pool *p, const bml_block_q1_0 *w, size_t rows, siz
   if (rc != 0 || rows == 0) return rc;
   if (atomic_flag_test_and_set_explicit(&p->driving, memory_order_acquire)) return BML_EBUSY;
   const size_t chunk = chunk_rows(chunk_weights((uint64_t)rows * n, p->nthreads), n);
-  mat_vec_job j = {bml__q1_0_kernel_active(), w, rows, n, chunk, a, NULL, out, 0};
+  mat_vec_job j = {p, bml__q1_0_kernel_active(), w, rows, n, chunk, a, NULL, out};
   rc = ensure_scratch(p, j.k->prep_size(n));
   if (rc == 0) {
     j.k->prep(a, n, p->scratch);
     j.scratch = p->scratch;
+    bml__pool_deal(p, (rows + chunk - 1) / chunk);
     bml__pool_job(p, mat_vec_chunks, &j);
   }
   atomic_flag_clear_explicit(&p->driving, memory_order_release);
@@ -81,7 +111,7 @@ int bml_pool_q1_0_mat_vec(bml_pool *p, const bml_block_q1_0 *w, size_t rows, siz
 /* A run of the pool costs microseconds to start and to end (a wake of the
  * helpers, a wait for the last): a model's token of 253 products whose CPU
  * part is a few rows each spent milliseconds in them.  Here the threads
- * take chunks of (piece, rows) in order from one counter in one run, each
+ * take chunks of (piece, rows), numbered in order, in one run, each
  * preparing each activation it meets into a scratch of its own. */
 typedef struct {
   const bml__q1_0_kernel *k;
@@ -93,7 +123,7 @@ typedef struct {
   size_t stride; /* one thread's scratch */
   void (*tick)(void *ctx);
   void *tick_ctx;
-  atomic_size_t next; /* the next chunk to take */
+  struct bml_pool *pool;
 } many_job;
 
 #define TICK_WEIGHTS BML__POOL_TICK_WEIGHTS
@@ -106,7 +136,8 @@ static size_t piece_chunks(const many_job *j, const bml__cpu_piece *pc) {
   return (pc->rows + cr - 1) / cr;
 }
 
-/* One thread's walk through the chunks it takes (in increasing order). */
+/* One thread's walk through the chunks it takes (in increasing order, but
+ * for one step back to the first range). */
 typedef struct {
   size_t piece, first; /* the piece reached, and its first chunk's number */
   const bml_block_q8_0 *prepped;
@@ -139,7 +170,9 @@ static void many_chunks(void *ctx, int self, int nthreads) {
   const bool ticks = self == 0 && j->tick;
   many_walk m = {0, 0, NULL, 0, 0};
   if (ticks) j->tick(j->tick_ctx); /* once first, even with nothing left to take */
-  for (size_t c; (c = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed)) < j->chunks;) {
+  int tried = 0;
+  for (size_t c; bml__pool_take(j->pool, self, &tried, &c);) {
+    if (c < m.first) m.piece = 0, m.first = 0; /* past the last range, on to the first */
     for (size_t k; c >= m.first + (k = piece_chunks(j, &j->pc[m.piece]));) m.first += k, m.piece++;
     const bml__cpu_piece *pc = &j->pc[m.piece];
     const size_t cr = chunk_rows(j->weights, pc->n), r0 = (c - m.first) * cr;
@@ -187,6 +220,8 @@ int bml__pool_mat_vec_many(bml_pool *p, const bml__cpu_piece *pc, size_t count, 
                                                     : ensure_scratch(p, j.stride * (size_t)p->nthreads);
     if (rc == 0) {
       j.scratch = p->scratch;
+      j.pool = p;
+      bml__pool_deal(p, j.chunks);
       bml__pool_job(p, many_chunks, &j);
     }
     atomic_flag_clear_explicit(&p->driving, memory_order_release);
