@@ -295,13 +295,22 @@ static void expect_modes(json_t *root, const char *const *modes, size_t nmodes) 
   }
 }
 
-/* bench on PoCL with a share of 0.5 (PoCL's calibrated share may be too
- * small for a worker): its JSON; the test skips where no card is used. */
-static json_t *pocl_bench_json(const char *const *args) {
+/* bench on PoCL with a share of 0.5: a loaded host's calibration may give
+ * PoCL too small a share for a worker, and these tests are not about the
+ * calibration. */
+static struct run run_pocl_at_half(const char *const *args) {
   use_pocl();
   setenv("BANKML_GPU_SHARE", "0.5", 1);
   struct run r = run_cli(args);
   unsetenv("BANKML_GPU_SHARE");
+  return r;
+}
+#define RUN_POCL_AT_HALF(...) run_pocl_at_half((const char *const[]){__VA_ARGS__, NULL})
+
+/* bench on PoCL at a share of 0.5: its JSON; the test skips where no card
+ * is used. */
+static json_t *pocl_bench_json(const char *const *args) {
+  struct run r = run_pocl_at_half(args);
   if (strstr(r.err, "no card is used") && strstr(r.err, "no usable GPU is selected")) {
     run_free(&r);
     cr_skip_test("no PoCL device here");
@@ -333,10 +342,7 @@ Test(bench, bench_card_and_split_on_pocl_are_exact) {
 
 /* The table's header says how the worker's open went. */
 Test(bench, bench_text_says_how_long_the_workers_open_took) {
-  use_pocl();
-  setenv("BANKML_GPU_SHARE", "0.5", 1);
-  struct run r = RUN("bench", "--card", "--quick", "--shape", "256x512", "--runs", "1", "--warmup", "0");
-  unsetenv("BANKML_GPU_SHARE");
+  struct run r = RUN_POCL_AT_HALF("bench", "--card", "--quick", "--shape", "256x512", "--runs", "1", "--warmup", "0");
   if (strstr(r.err, "no usable GPU is selected")) {
     run_free(&r);
     cr_skip_test("no PoCL device here");
@@ -671,13 +677,8 @@ Test(bench, bench_card_and_split_after_gaps_on_pocl) {
     cr_expect_eq(integer_of(row, "matrices"), 1, "row %zu: a single product", i);
   }
   json_decref(root);
-  /* a set share: a loaded host's calibration may give PoCL too little of
-   * the rows to split, and this checks the ratio line, not calibration */
-  use_pocl();
-  setenv("BANKML_GPU_SHARE", "0.5", 1);
-  struct run r = RUN("bench", "--card", "--split", "--shape", "256x1024", "--threads", "2", "--gap", "2", "--runs",
-                     "3", "--warmup", "1");
-  unsetenv("BANKML_GPU_SHARE");
+  struct run r = RUN_POCL_AT_HALF("bench", "--card", "--split", "--shape", "256x1024", "--threads", "2", "--gap", "2",
+                                  "--runs", "3", "--warmup", "1");
   cr_assert_eq(r.status, 0, "exit status %d, stderr: %s", r.status, r.err);
   const char *ratio = strstr(r.out, "\n256x1024 after 2 ms gaps, split against the card alone: median ");
   cr_expect(ratio && strstr(ratio, "x the card's median\n"), "no ratio line: %s", r.out);

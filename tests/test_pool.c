@@ -768,4 +768,3 @@ Test(pool, the_helpers_stay_awake_for_their_wait_then_sleep, .timeout = 60) {
   bml_pool_close(p);
   free_product(&x);
 }
-

@@ -198,7 +198,8 @@ int bml__pool_mat_vec_many(bml_pool *p, const bml__cpu_piece *pc, size_t count, 
                            void *tick_ctx, bool *alone) {
   if (alone) *alone = false;
   if (!p || (!pc && count)) return BML_EINVAL;
-  many_job j = {.k = bml__q1_0_kernel_active(), .pc = pc, .count = count, .tick = tick, .tick_ctx = tick_ctx};
+  many_job j = {.k = bml__q1_0_kernel_active(), .pc = pc, .count = count, .tick = tick, .tick_ctx = tick_ctx,
+                .pool = p};
   size_t nmax = 0, nonempty = 0, last = 0;
   uint64_t total = 0;
   for (size_t i = 0; i < count; i++) {
@@ -220,7 +221,6 @@ int bml__pool_mat_vec_many(bml_pool *p, const bml__cpu_piece *pc, size_t count, 
                                                     : ensure_scratch(p, j.stride * (size_t)p->nthreads);
     if (rc == 0) {
       j.scratch = p->scratch;
-      j.pool = p;
       bml__pool_deal(p, j.chunks);
       bml__pool_job(p, many_chunks, &j);
     }
